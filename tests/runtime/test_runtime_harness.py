@@ -1,0 +1,177 @@
+"""Harness: reference passes, contracts, misuses fail the expected named check."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from amplint.runtime import harness, reference  # noqa: E402
+
+import amp_runtime_loops as loops  # noqa: E402
+
+ALL = set(harness.CHECK_NAMES)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_reference_passes_all_checks_cpu(dtype):
+    rep = harness.check_all(device="cpu", dtype=dtype)
+    assert rep.ok, str(rep)
+    assert [c.name for c in rep.checks] == harness.CHECK_NAMES
+    assert all(c.passed is True for c in rep.checks)
+    assert rep.check("4_growth").detail.startswith(
+        "scales=[256.0, 256.0, 512.0, 512.0, 512.0, 1024.0, 1024.0]")
+    assert "scales[4:7]=[65536.0, 32768.0, 32768.0] skipped[5]=True skipped[6]=False" in \
+        rep.check("3_overflow_skip_backoff").detail
+    name, passed, detail = rep.check("2_loss_vs_fp32")
+    assert passed and "rtol=0.05 atol=0.001" in detail
+
+
+def test_cpu_rerun_is_bit_identical_and_threads_restored():
+    before = torch.get_num_threads()
+    a = harness.check_all(device="cpu", dtype="float16")
+    b = harness.check_all(device="cpu", dtype="float16")
+    assert a.losses == b.losses and a.scales == b.scales
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("fn", [loops.good_loop, loops.good_step, reference.train_step,
+                                reference.train_loop])
+def test_both_contracts_pass_and_match_reference(fn):
+    assert harness.check_all(fn, device="cpu").ok
+    ok, detail = harness.compare_to_reference(fn, device="cpu")
+    assert ok and detail.startswith("bit-identical"), detail
+
+
+def test_contract_detection():
+    assert harness.contract_of(loops.good_loop) == "loop"
+    assert harness.contract_of(loops.good_step) == "step"
+    assert harness.contract_of(reference.train_step) == "step"
+    assert harness.contract_of(reference.train_loop) == "loop"
+    assert harness.contract_of(loops.f2_two_optimizers) is None
+    assert harness.contract_of(print) is None
+
+
+def test_clip_loop_matches_clipped_reference():
+    assert harness.check_all(loops.good_clip_loop, device="cpu").ok
+    ok, detail = harness.compare_to_reference(loops.good_clip_loop, device="cpu")
+    assert ok and "max_norm=1.0" in detail, detail
+
+
+def test_no_scaler_loop_skips_checks_3_4():
+    rep = harness.check_all(loops.no_scaler_loop, device="cpu", dtype="bfloat16")
+    assert rep.ok
+    assert rep.check("3_overflow_skip_backoff").passed is None
+    assert rep.check("4_growth").passed is None
+
+
+def test_reference_gradient_accumulation_and_clip_run():
+    x, y = harness.make_data(0, "cpu")
+    model, opt = harness.make_model(0, "cpu")
+    scaler = reference.make_scaler("cpu")
+    with harness.cpu_threads("cpu"):
+        losses = reference.train_loop(model, harness.make_batches(x, y, 8), harness.loss_fn, opt, scaler,
+                                      device_type="cpu", dtype=torch.float16, clip=1.0, accum_steps=4)
+    assert len(losses) == 8
+    assert scaler.get_scale() == 65536.0  # two optimizer steps, no growth yet
+    with pytest.raises(ValueError):
+        reference.train_step(model, (x, y), harness.loss_fn, opt, scaler, device_type="cpu",
+                             dtype=torch.float16, accum_steps=2, micro_index=2)
+
+
+def _failed(fn, **kw):
+    return set(harness.check_all(fn, device="cpu", **kw).failed())
+
+
+def test_a_no_update_raises_torch_error():
+    rep = harness.check_all(loops.a_no_update_loop, device="cpu")
+    c = rep.check("1_finishes")
+    assert c.passed is False
+    assert "RuntimeError: step() has already been called since the last update()." in c.detail
+    assert "loops.py" in c.detail  # points at the user's line, not the harness
+
+
+def test_b_plain_optimizer_step_fails():
+    failed = _failed(loops.b_plain_step_loop)
+    # SGD+momentum on grads 65536x too large diverges: losses become non-finite.
+    assert {"2_loss_vs_fp32", "3_overflow_skip_backoff", "4_growth"} <= failed
+
+
+def test_c_unscaled_backward_fails_loss_and_learning():
+    rep = harness.check_all(loops.c_unscaled_backward_loop, device="cpu")
+    assert set(rep.failed()) == {"2_loss_vs_fp32", "2b_learned"}
+    assert rep.check("3_overflow_skip_backoff").passed and rep.check("4_growth").passed
+
+
+def test_c_fresh_scaler_is_loud():
+    c = harness.check_all(loops.c_fresh_step, device="cpu").check("1_finishes")
+    assert "AssertionError: Attempted step but _scale is None." in c.detail
+
+
+def test_d_clip_before_unscale_stalls():
+    assert _failed(loops.d_clip_before_unscale_loop) == {"2_loss_vs_fp32", "2b_learned"}
+
+
+def test_h_backward_in_autocast_passes_harness():
+    assert harness.check_all(loops.h_backward_in_autocast_loop, device="cpu").ok
+
+
+def test_g_two_scalers_trains_differently():
+    assert "2_loss_vs_fp32" in _failed(loops.g_two_scalers_loop)
+    ok, _ = harness.compare_to_reference(loops.g_two_scalers_loop, device="cpu")
+    assert not ok
+
+
+@pytest.mark.parametrize("fn, text", [
+    (loops.f_update_twice_loop, "AssertionError: No inf checks were recorded prior to update."),
+    (loops.z_zero_grad_between_loop, "AssertionError: No inf checks were recorded for this optimizer."),
+    (loops.e_unscale_twice_loop,
+     "RuntimeError: unscale_() has already been called on this optimizer since the last update()."),
+    (loops.n_step_twice_loop, "RuntimeError: step() has already been called since the last update()."),
+])
+def test_loud_misuses_fail_check_1_with_torch_text(fn, text):
+    rep = harness.check_all(fn, device="cpu")
+    assert rep.check("1_finishes").passed is False
+    assert text in rep.check("1_finishes").detail
+
+
+def test_scaler_wrappers_are_removed():
+    scaler = torch.amp.GradScaler("cpu")
+    model, _ = harness.make_model(0, "cpu")
+    res = harness.RunResult(contract="loop")
+    with harness._observe_scaler(scaler, model, res):
+        assert "step" in vars(scaler)
+    assert not {"scale", "step", "update"} & set(vars(scaler))
+
+
+def test_load_loops(tmp_path):
+    p = tmp_path / "my_loops.py"
+    p.write_text(
+        "import torch\n"
+        "def helper(x):\n    return x\n"
+        "def train_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):\n"
+        "    return []\n"
+        "def custom(model, batch, loss_fn, optimizer, scaler, *, device_type, dtype):\n"
+        "    return 0.0\n"
+    )
+    found = harness.load_loops(p)
+    assert [n for n, _ in found] == ["my_loops.py:train_loop", "my_loops.py:custom"]
+    assert harness.contract_of(found[1][1]) == "step"
+    again = harness.load_loops(p)
+    assert again[0][1] is not found[0][1]  # a fresh module each time
+
+
+def test_device_unavailable():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    with pytest.raises(harness.DeviceUnavailable):
+        harness.check_all(device="cuda")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_reference_passes_on_cuda(dtype):
+    rep = harness.check_all(device="cuda", dtype=dtype)
+    assert rep.ok, str(rep)
+    assert harness.compare_to_reference(loops.good_loop, device="cuda", dtype=dtype)[0]
