@@ -1,0 +1,205 @@
+"""trace (module + click), verify (table, exit codes), and the click commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+click_testing = pytest.importorskip("click.testing")
+
+from amplint.runtime import trace, verify  # noqa: E402
+from amplint.runtime.commands import trace_command, verify_command  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SCRIPT = textwrap.dedent("""\
+    import sys
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    steps = int(sys.argv[1])
+    for _ in range(steps):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        {STEP}
+    print("done", sys.argv[1:])
+    sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+""")
+
+
+def _script(tmp_path, step_line, name="train.py"):
+    p = tmp_path / name
+    p.write_text(SCRIPT.replace("{STEP}", step_line))
+    return p
+
+
+def test_trace_reports_violation(tmp_path, capsys):
+    p = _script(tmp_path, "opt.step()")
+    rc = trace.main(["--", str(p), "3"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "done ['3']" in out
+    assert f"{p}:16: AMP004 optimizer.step() called directly" in out
+
+
+def test_trace_json_and_python_prefix(tmp_path, capsys):
+    p = _script(tmp_path, "opt.step()")
+    rc = trace.main(["--json", "--", "python", str(p), "2"])
+    out = capsys.readouterr().out
+    data = json.loads(out[out.index("[\n"):])
+    assert rc == 1 and [(d["code"], d["line"], d["count"]) for d in data] == [("AMP004", 16, 2)]
+
+
+def test_trace_clean_script_keeps_exit_status(tmp_path, capsys):
+    p = _script(tmp_path, "scaler.step(opt); scaler.update()")
+    assert trace.main(["--", str(p), "2"]) == 0
+    assert trace.main(["--", "python3", str(p), "2", "3"]) == 3
+    assert "AMP" not in capsys.readouterr().out
+
+
+def test_trace_script_exception_is_exit_1(tmp_path, capsys):
+    p = tmp_path / "boom.py"
+    p.write_text("raise ValueError('boom')\n")
+    assert trace.main(["--", str(p)]) == 1
+    assert "ValueError: boom" in capsys.readouterr().err
+
+
+def test_trace_usage_errors(tmp_path, capsys):
+    assert trace.main([]) == 2
+    assert trace.main(["--", str(tmp_path / "missing.py")]) == 2
+    assert trace.split_command(["--", "python", "-m", "pkg.mod", "a"]) == ("module", "pkg.mod", ["a"])
+
+
+def test_trace_as_module_subprocess(tmp_path):
+    p = _script(tmp_path, "opt.step()")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "amplint.runtime.trace", "--", str(p), "1"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert f"{p}:16: AMP004" in r.stdout
+
+
+GOOD = textwrap.dedent("""\
+    import torch
+
+    def train_step(model, batch, loss_fn, optimizer, scaler, *, device_type, dtype):
+        x, y = batch
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.item()
+""")
+
+BAD = textwrap.dedent("""\
+    import torch
+
+    def train_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+        losses = []
+        for x, y in batches:
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device_type, dtype=dtype):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            losses.append(loss.item())
+        return losses
+""")
+
+
+def test_verify_rows_table_and_exit_codes(tmp_path):
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(GOOD)
+    bad.write_text(BAD)
+    rows, code = verify.verify([good], device="cpu")
+    assert code == 0 and [r.loop for r in rows] == ["reference", "good.py:train_step"]
+    assert rows[1].reference[0] is True
+    rows, code = verify.verify([good, bad], device="cpu", dtype="bfloat16")
+    assert code == 1
+    table = verify.format_table(rows)
+    header = table.splitlines()[0].split()
+    assert header[:3] == ["loop", "device", "dtype"] and "4_growth" in header
+    bad_line = next(line for line in table.splitlines() if line.startswith("bad.py:train_loop"))
+    assert "FAIL rel=" in bad_line and "AMP006" in bad_line and "bfloat16" in bad_line
+    assert f"{bad}:10: AMP006" in table
+    assert json.dumps([r.as_dict() for r in rows])
+
+
+def test_verify_file_without_loops_or_broken(tmp_path):
+    empty, broken = tmp_path / "empty.py", tmp_path / "broken.py"
+    empty.write_text("x = 1\n")
+    broken.write_text("import does_not_exist_amplint\n")
+    rows, code = verify.verify([empty, broken], device="cpu")
+    assert code == 1
+    assert "no train_step/train_loop" in rows[1].error and "ModuleNotFoundError" in rows[2].error
+
+
+def test_verify_device_and_plot_errors(tmp_path):
+    if not torch.cuda.is_available():
+        with pytest.raises(verify.DeviceUnavailable):
+            verify.verify([], device="cuda")
+        assert issubclass(verify.DeviceUnavailable, RuntimeError)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(verify.PlotUnavailable, match="matplotlib"):
+            verify.verify([], device="cpu", plot=str(tmp_path / "out.png"))
+    else:
+        rows, code = verify.verify([], device="cpu", plot=str(tmp_path / "out.png"))
+        assert code == 0 and (tmp_path / "out.png").stat().st_size > 0
+
+
+def test_click_verify_command(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(GOOD)
+    runner = click_testing.CliRunner()
+    r = runner.invoke(verify_command, [str(good), "--device", "cpu", "--dtype", "bfloat16"])
+    assert r.exit_code == 0, r.output
+    assert "good.py:train_step" in r.output and "bfloat16" in r.output
+    if not torch.cuda.is_available():
+        r = runner.invoke(verify_command, ["--device", "cuda"])
+        assert r.exit_code == 2 and "CUDA is not available" in r.output
+
+
+def test_click_trace_command(tmp_path):
+    p = _script(tmp_path, "opt.step()")
+    runner = click_testing.CliRunner()
+    for args in (["--", "python", str(p), "1"], ["--", str(p), "1"], [str(p), "1"]):
+        r = runner.invoke(trace_command, args)
+        assert r.exit_code == 1, (args, r.output)
+        assert "AMP004" in r.output
+    r = runner.invoke(trace_command, ["--json", "--", str(p), "1"])
+    assert r.exit_code == 1 and '"code": "AMP004"' in r.output
+
+
+def test_commands_without_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    runner = click_testing.CliRunner()
+    r = runner.invoke(verify_command, [])
+    assert r.exit_code == 2
+    assert "amplint verify needs torch: pip install 'amplint[runtime]'" in r.output
+    r = runner.invoke(trace_command, ["--", "x.py"])
+    assert r.exit_code == 2 and "amplint trace needs torch" in r.output
+
+
+def test_runtime_package_does_not_import_torch():
+    code = "import sys, amplint.runtime, amplint.runtime.commands; print('torch' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.stdout.strip() == "False", r.stderr
