@@ -1,0 +1,79 @@
+"""Result cache under ``.amplint_cache/<version>/`` (ruff's model).
+
+One cache file per project root and analysis settings. An entry is keyed by the file's
+content hash; its (mtime, size) is a shortcut that lets an unchanged file skip even being
+read. Entries hold every rule's raw findings, so selection, per-file-ignores and noqa are
+applied afresh each run. Writes go through a temp file and an atomic rename, so
+concurrent runs never see a torn cache (the last writer wins; entries stay valid).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+
+from amplint import __version__
+
+CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by amplint.\n"
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class Cache:
+    def __init__(self, cache_dir: str, root: str, fingerprint: str):
+        self.dir = os.path.join(cache_dir, __version__)
+        key = hashlib.blake2b(f"{os.path.abspath(root)}|{fingerprint}".encode(), digest_size=12).hexdigest()
+        self.path = os.path.join(self.dir, f"{key}.pickle")
+        self.entries: dict[str, tuple] = {}
+        self.dirty = False
+        try:
+            with open(self.path, "rb") as fh:
+                data = pickle.load(fh)
+            if isinstance(data, dict):
+                self.entries = data
+        except Exception:
+            self.entries = {}
+
+    def lookup_stat(self, path: str, st: os.stat_result):
+        e = self.entries.get(os.path.abspath(path))
+        if e is not None and e[0] == st.st_mtime_ns and e[1] == st.st_size:
+            return e[3]
+        return None
+
+    def digest_of(self, path: str) -> str | None:
+        e = self.entries.get(os.path.abspath(path))
+        return e[2] if e is not None else None
+
+    def lookup_hash(self, path: str, digest: str):
+        e = self.entries.get(os.path.abspath(path))
+        if e is not None and e[2] == digest:
+            return e[3]
+        return None
+
+    def store(self, path: str, mtime_ns: int, size: int, digest: str, result) -> None:
+        self.entries[os.path.abspath(path)] = (mtime_ns, size, digest, result)
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            tag = os.path.join(os.path.dirname(self.dir), "CACHEDIR.TAG")
+            if not os.path.exists(tag):
+                with open(tag, "w") as fh:
+                    fh.write(CACHEDIR_TAG)
+            gi = os.path.join(os.path.dirname(self.dir), ".gitignore")
+            if not os.path.exists(gi):
+                with open(gi, "w") as fh:
+                    fh.write("# Automatically created by amplint.\n*\n")
+            fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(self.entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only tree: run without a cache

@@ -1,0 +1,102 @@
+"""Analyse one file: screen, parse once, build the loop model, run every rule."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import traceback
+from dataclasses import replace
+
+from amplint.diagnostics import Diagnostic, FileError, FileResult
+from amplint.model import build_model
+from amplint.screen import may_contain_amp
+from amplint.source import Source, SourceError, decode, read_source
+
+BUG_HINT = "this is a bug in amplint; please report it with the file that triggers it"
+
+
+def syntax_error(exc: BaseException) -> FileError:
+    if isinstance(exc, SyntaxError):
+        row = exc.lineno or 1
+        col = max((exc.offset or 1) - 1, 0)
+        return FileError("E999", f"SyntaxError: {exc.msg}", row, col)
+    if isinstance(exc, RecursionError):
+        return FileError("E999", "SyntaxError: too deeply nested to parse (recursion limit)")
+    if isinstance(exc, MemoryError):
+        return FileError("E999", "SyntaxError: out of memory while parsing")
+    return FileError("E999", f"SyntaxError: {exc}")
+
+
+def parse(text: str, path: str) -> ast.Module:
+    return ast.parse(text, filename=path)
+
+
+def analyze_text(text: str, path: str, rules=None) -> FileResult:
+    """Every rule's raw findings (before selection and noqa) for one decoded file."""
+    from amplint.rules import ALL_RULES
+
+    result = FileResult(path)
+    try:
+        tree = parse(text, path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        result.errors.append(syntax_error(exc))
+        return result
+    try:
+        model = build_model(text, tree)
+    except RecursionError:
+        result.errors.append(FileError("E999", "too deeply nested to analyse (recursion limit)"))
+        return result
+    except Exception as exc:  # an internal error: contain it to this file
+        result.errors.append(_internal("model", exc))
+        return result
+    for rule in (rules or ALL_RULES).values():
+        try:
+            for d in rule.check(model):
+                result.diagnostics.append(replace(d, path=path))
+        except RecursionError:
+            result.errors.append(FileError(rule.code, f"{rule.code}: too deeply nested to analyse (recursion limit)"))
+        except Exception as exc:
+            result.errors.append(_internal(rule.code, exc))
+    result.diagnostics.sort(key=lambda d: d.sort_key)
+    return result
+
+
+def _internal(where: str, exc: BaseException) -> FileError:
+    tb = traceback.extract_tb(exc.__traceback__)
+    loc = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+    return FileError(
+        "AMP900",
+        f"internal error in {where}: {type(exc).__name__}: {exc}{loc} ({BUG_HINT})",
+        internal=True,
+    )
+
+
+def analyze_path(path: str) -> tuple[FileResult, Source | None]:
+    """Read, screen and analyse a file. A file that cannot hold AMP code is not parsed."""
+    try:
+        src = read_source(path)
+    except SourceError as exc:
+        code = "E902"
+        return FileResult(path, errors=[FileError(code, str(exc))]), None
+    if not may_contain_amp(src.data):
+        return FileResult(path), src
+    return analyze_text(src.text, path), src
+
+
+def analyze_bytes(data: bytes, path: str) -> FileResult:
+    if not may_contain_amp(data):
+        return FileResult(path)
+    try:
+        text, _ = decode(data)
+    except SourceError as exc:
+        return FileResult(path, errors=[FileError("E902", str(exc))])
+    return analyze_text(text, path)
+
+
+if __name__ == "__main__":  # pragma: no cover - debugging aid
+    for p in sys.argv[1:]:
+        r, _ = analyze_path(p)
+        for d in r.diagnostics:
+            print(f"{p}:{d.row}:{d.col + 1}: {d.code} {d.message}")
+        for e in r.errors:
+            print(f"{p}:{e.row}:{e.col + 1}: {e.code} {e.message}")

@@ -1,0 +1,265 @@
+"""Apply fixes with LibCST, re-check, and repeat until nothing changes.
+
+A fix is a tuple of position-anchored actions (``amplint.diagnostics``). They are mapped
+onto the LibCST tree through ``PositionProvider`` and carried out by one transformer, so
+only the touched statements are re-rendered: comments, quotes, blank lines, tabs, CRLF
+line endings all survive. Fixes whose footprints overlap wait for the next pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from amplint.diagnostics import (
+    Diagnostic,
+    Fix,
+    InsertStatement,
+    MoveOutOfWith,
+    ReplaceExpression,
+    ReplaceStatement,
+)
+
+MAX_PASSES = 10
+
+
+class FixConflict(Exception):
+    pass
+
+
+@dataclass
+class _Plan:
+    expr: dict = field(default_factory=dict)  # id(node) -> new expression
+    before: dict = field(default_factory=dict)  # id(stmt) -> [statements]
+    after: dict = field(default_factory=dict)
+    replace: dict = field(default_factory=dict)  # id(stmt) -> [statements] (empty: delete)
+    move: dict = field(default_factory=dict)  # id(with) -> index of first moved statement
+
+
+class _Index:
+    def __init__(self, module: cst.Module):
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.pos = wrapper.resolve(PositionProvider)
+        self.stmt_at: dict[tuple[int, int], cst.CSTNode] = {}
+        self.line_stmt: dict[tuple[int, int], cst.SimpleStatementLine] = {}
+        self.expr_at: dict[tuple[int, int, int, int], cst.CSTNode] = {}
+        for node, rng in self.pos.items():
+            start = (rng.start.line, rng.start.column)
+            if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.decorators:
+                    pass  # ast anchors at the `def` line; decorated defs are never anchors
+                self.stmt_at.setdefault(start, node)
+                if isinstance(node, cst.SimpleStatementLine):
+                    for small in node.body:
+                        srng = self.pos[small]
+                        self.line_stmt[(srng.start.line, srng.start.column)] = node
+            elif isinstance(node, cst.BaseExpression):
+                key = (rng.start.line, rng.start.column, rng.end.line, rng.end.column)
+                self.expr_at.setdefault(key, node)
+
+    def stmt(self, anchor) -> cst.CSTNode:
+        node = self.line_stmt.get(tuple(anchor)) or self.stmt_at.get(tuple(anchor))
+        if node is None:
+            raise FixConflict(f"no statement at {anchor}")
+        return node
+
+    def span(self, node) -> tuple[tuple[int, int], tuple[int, int]]:
+        r = self.pos[node]
+        return (r.start.line, r.start.column), (r.end.line, r.end.column)
+
+
+def _parse_statements(code: str) -> list[cst.BaseStatement]:
+    if not code.strip():
+        return []
+    return list(cst.parse_module(code if code.endswith("\n") else code + "\n").body)
+
+
+def _footprint(index: _Index, fix: Fix) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    out = []
+    for a in fix.actions:
+        if isinstance(a, (InsertStatement, ReplaceStatement)):
+            out.append(index.span(index.stmt(a.anchor)))
+        elif isinstance(a, MoveOutOfWith):
+            out.append(index.span(index.stmt(a.with_anchor)))
+        elif isinstance(a, ReplaceExpression):
+            out.append((tuple(a.start), tuple(a.end)))
+    return out
+
+
+def _overlaps(a, b) -> bool:
+    for s1, e1 in a:
+        for s2, e2 in b:
+            if s1 < e2 and s2 < e1:
+                return True
+    return False
+
+
+def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
+    for a in fix.actions:
+        if isinstance(a, InsertStatement):
+            node = index.stmt(a.anchor)
+            target = plan.after if a.where == "after" else plan.before
+            target.setdefault(id(node), []).extend(_parse_statements(a.code))
+        elif isinstance(a, ReplaceStatement):
+            node = index.stmt(a.anchor)
+            plan.replace[id(node)] = _parse_statements(a.code)
+        elif isinstance(a, ReplaceExpression):
+            key = (a.start[0], a.start[1], a.end[0], a.end[1])
+            node = index.expr_at.get(key)
+            if node is None:
+                raise FixConflict(f"no expression at {key}")
+            plan.expr[id(node)] = cst.parse_expression(a.code)
+        elif isinstance(a, MoveOutOfWith):
+            w = index.stmt(a.with_anchor)
+            first = index.stmt(a.first)
+            if not isinstance(w, cst.With) or not isinstance(w.body, cst.IndentedBlock):
+                raise FixConflict("not a with block")
+            body = list(w.body.body)
+            if first not in body or body.index(first) == 0:
+                raise FixConflict("statement is not in the with block")
+            plan.move[id(w)] = body.index(first)
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+
+    def on_leave(self, original, updated):
+        oid = id(original)
+        p = self.plan
+        if oid in p.expr:
+            new = p.expr[oid]
+            if getattr(updated, "lpar", None) and hasattr(new, "lpar"):
+                new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return new
+        if oid in p.before or oid in p.after or oid in p.replace or oid in p.move:
+            out: list = list(p.before.get(oid, []))
+            if oid in p.replace:
+                repl = p.replace[oid]
+                if repl and hasattr(updated, "leading_lines") and hasattr(repl[0], "leading_lines"):
+                    repl = [repl[0].with_changes(leading_lines=updated.leading_lines), *repl[1:]]
+                out.extend(repl)
+            elif oid in p.move:
+                idx = p.move[oid]
+                body = list(updated.body.body)
+                out.append(updated.with_changes(body=updated.body.with_changes(body=body[:idx])))
+                out.extend(body[idx:])
+            else:
+                out.append(updated)
+            out.extend(p.after.get(oid, []))
+            if not out:
+                return cst.RemovalSentinel.REMOVE
+            return cst.FlattenSentinel(out)
+        return updated
+
+    def leave_IndentedBlock(self, original, updated):
+        if not updated.body:
+            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        return updated
+
+
+def apply_fixes(text: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
+    """Apply the non-overlapping fixes (in order); return the new text and those applied."""
+    module = cst.parse_module(text)
+    index = _Index(module)
+    plan = _Plan()
+    taken: list = []
+    applied: list[Fix] = []
+    for fix in fixes:
+        try:
+            fp = _footprint(index, fix)
+            if any(_overlaps(fp, t) for t in taken):
+                continue
+            trial = _Plan(**{k: dict(v) for k, v in vars(plan).items()})
+            _plan_fix(index, trial, fix)
+        except (FixConflict, cst.ParserSyntaxError):
+            continue
+        plan = trial
+        taken.append(fp)
+        applied.append(fix)
+    if not applied:
+        return text, []
+    new_module = module.visit(_Apply(plan))
+    return new_module.code, applied
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        cst.parse_module(text)
+        return True
+    except Exception:
+        return False
+
+
+def fix_text(text: str, path: str, want, max_passes: int = MAX_PASSES):
+    """Fix ``text`` to a fixed point. ``want(diagnostic, lines) -> bool`` says which findings to
+    fix (given the diagnostic and the current text's lines, for noqa). Returns
+    (new_text, number_of_fixes_applied, converged)."""
+    from amplint.engine import analyze_text
+
+    total = 0
+    for _ in range(max_passes):
+        result = analyze_text(text, path)
+        if result.errors:
+            break
+        lines = text.splitlines(keepends=True)
+        fixes = [d.fix for d in result.diagnostics if d.fix is not None and want(d, lines)]
+        if not fixes:
+            return text, total, True
+        new_text, applied = apply_fixes(text, fixes)
+        if not applied or new_text == text:
+            return text, total, True
+        if not _parses(new_text):
+            # never write code that does not parse: try the fixes one at a time
+            progressed = False
+            for fx in applied:
+                single, ok = apply_fixes(text, [fx])
+                if ok and single != text and _parses(single):
+                    text, total, progressed = single, total + 1, True
+                    break
+            if not progressed:
+                return text, total, True
+            continue
+        text = new_text
+        total += len(applied)
+    result = analyze_text(text, path)
+    lines = text.splitlines(keepends=True)
+    pending = [d for d in result.diagnostics if d.fix is not None and want(d, lines)]
+    return text, total, not pending
+
+
+def edits_for(text: str, fix: Fix) -> list[dict]:
+    """Ruff-style edits (content, location, end_location; 1-based) for one fix."""
+    new_text, applied = apply_fixes(text, [fix])
+    if not applied:
+        return []
+    a = text.splitlines(keepends=True)
+    b = new_text.splitlines(keepends=True)
+    edits = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        edits.append(
+            {
+                "content": "".join(b[j1:j2]),
+                "location": {"row": i1 + 1, "column": 1},
+                "end_location": {"row": i2 + 1, "column": 1},
+            }
+        )
+    return edits
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=path,
+            tofile=path,
+        )
+    )

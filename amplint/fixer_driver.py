@@ -1,0 +1,99 @@
+"""Fix files on disk (or show the diff), never losing a byte."""
+
+from __future__ import annotations
+
+from amplint.diagnostics import FileError, FileResult
+from amplint.report import Message
+
+
+def fix_files(results: list[FileResult], opts, filt, text_cache):
+    """Returns (new results, number fixed, diffs, messages for files that could not be written)."""
+    from amplint.engine import analyze_text
+    from amplint.fixer import fix_text, unified_diff
+    from amplint.source import ChangedOnDisk, SourceError, atomic_write, read_source
+
+    out: list[FileResult] = []
+    fixed_total = 0
+    diffs: list[str] = []
+    failures: list[Message] = []
+    for r in results:
+        if r.errors or not r.diagnostics:
+            out.append(r)
+            continue
+        try:
+            src = read_source(r.path)
+        except SourceError as exc:
+            out.append(FileResult(r.path, errors=[FileError("E902", str(exc))]))
+            continue
+        lines0 = src.text.splitlines(keepends=True)
+
+        def want(d, _path=r.path):
+            if d.fix is None:
+                return False
+            if d.fix.applicability == "display-only":
+                return False
+            if d.fix.applicability == "unsafe" and not opts.unsafe_fixes:
+                return False
+            return filt.keep(_path, d, None)
+
+        if opts.add_noqa:
+            new_text, n = _add_noqa(src.text, r, filt)
+        else:
+            if not any(want(d) and filt.keep(r.path, d, lines0) for d in r.diagnostics):
+                out.append(r)
+                continue
+            new_text, n, converged = fix_text(src.text, r.path, lambda d, lines: want(d) and filt.keep(r.path, d, lines))
+            if not converged:
+                import click
+
+                click.echo(f"warning: {r.path}: fixes did not converge after 10 passes; some findings were left unfixed", err=True)
+        if new_text == src.text:
+            out.append(r)
+            continue
+        if opts.diff:
+            diffs.append(unified_diff(r.path, src.text, new_text))
+            fixed_total += n
+            out.append(r)
+            continue
+        try:
+            atomic_write(src, new_text)
+        except ChangedOnDisk:
+            failures.append(Message(r.path, "E902", "file changed on disk while fixing; left untouched", 1, 0, 1, 0, is_error=True))
+            out.append(r)
+            continue
+        except (SourceError, OSError) as exc:
+            failures.append(Message(r.path, "E902", f"cannot write fixes: {getattr(exc, 'strerror', None) or exc}", 1, 0, 1, 0, is_error=True))
+            out.append(r)
+            continue
+        fixed_total += n
+        text_cache[r.path] = new_text.splitlines(keepends=True)
+        out.append(analyze_text(new_text, r.path))
+    return out, fixed_total, diffs, failures
+
+
+def _add_noqa(text: str, r: FileResult, filt) -> tuple[str, int]:
+    lines = text.splitlines(keepends=True)
+    per_row: dict[int, set[str]] = {}
+    for d in r.diagnostics:
+        if not filt.keep(r.path, d, lines):
+            continue
+        row = d.stmt_row or d.row
+        per_row.setdefault(row, set()).add(d.code)
+    from amplint.noqa import NOQA, noqa_codes
+
+    n = 0
+    for row, codes in per_row.items():
+        line = lines[row - 1]
+        body = line.rstrip("\r\n")
+        nl = line[len(body):]
+        existing = noqa_codes(body)
+        if existing is not None:
+            if not existing:
+                continue
+            merged = ", ".join(sorted(existing | codes))
+            body = NOQA.sub(f"# noqa: {merged}", body, count=1)
+        else:
+            body = f"{body}  # noqa: {', '.join(sorted(codes))}"
+        lines[row - 1] = body + nl
+        n += len(codes)
+    return "".join(lines), n

@@ -1,0 +1,139 @@
+"""Import and alias resolution: which torch object does a name or attribute chain denote?
+
+Everything here works on Python's ``ast`` (the fast path used for checking). A scope is a
+plain dict ``local name -> qualified name``; function-local imports live in the function's
+own scope and shadow the module's.
+"""
+
+from __future__ import annotations
+
+import ast
+
+# torch.amp.GradScaler and its device-specific and sharded variants (all torch's own).
+SCALER_CTORS = frozenset(
+    {
+        "torch.amp.GradScaler",
+        "torch.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.cpu.amp.GradScaler",
+        "torch.cpu.amp.grad_scaler.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+        "torch.distributed.fsdp.ShardedGradScaler",
+    }
+)
+
+AUTOCAST = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.autocast_mode.autocast",
+        "torch.cpu.amp.autocast",
+        "torch.cpu.amp.autocast_mode.autocast",
+    }
+)
+
+CLIP_FUNCS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_norm",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_norm",
+        "torch.nn.utils.clip_grad.clip_grad_value_",
+        "torch.nn.utils.get_total_norm",
+        "torch.nn.utils.clip_grad.get_total_norm",
+    }
+)
+
+PARTIAL = frozenset({"functools.partial"})
+
+# Public API of torch.amp.GradScaler in torch 2.13 (see amp-facts.md section 1).
+GRAD_SCALER_API = frozenset(
+    {
+        "get_backoff_factor",
+        "get_growth_factor",
+        "get_growth_interval",
+        "get_scale",
+        "is_enabled",
+        "load_state_dict",
+        "scale",
+        "set_backoff_factor",
+        "set_growth_factor",
+        "set_growth_interval",
+        "state_dict",
+        "step",
+        "unscale_",
+        "update",
+    }
+)
+
+
+def add_import(scope: dict[str, str], node: ast.Import | ast.ImportFrom) -> None:
+    """Record the names bound by an import statement in ``scope``."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                scope[alias.asname] = alias.name
+            else:
+                # ``import torch.cuda.amp`` binds ``torch``.
+                top = alias.name.split(".", 1)[0]
+                scope[top] = top
+    else:
+        if node.level or not node.module:
+            # Relative imports are the project's own code, never torch.
+            for alias in node.names:
+                scope[alias.asname or alias.name] = "." * node.level + (node.module or "") + "." + alias.name
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            scope[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+
+def dotted(node: ast.AST) -> list[str] | None:
+    """``a.b.c`` -> ["a", "b", "c"]; None when the chain does not start at a name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        parts.reverse()
+        return parts
+    return None
+
+
+def qualify(node: ast.AST, scopes: list[dict[str, str]]) -> str | None:
+    """The fully qualified name of a Name/Attribute chain, resolved through ``scopes``
+    (innermost first). Unresolved heads are returned as written (``torch`` used without
+    an import still means torch)."""
+    parts = dotted(node)
+    if parts is None:
+        return None
+    head = parts[0]
+    for scope in scopes:
+        if head in scope:
+            base = scope[head]
+            break
+    else:
+        base = head
+    if len(parts) == 1:
+        return base
+    return base + "." + ".".join(parts[1:])
+
+
+def canonical(qualname: str | None) -> str | None:
+    """Fold the many spellings of torch's AMP objects onto one name."""
+    if qualname is None:
+        return None
+    if qualname in SCALER_CTORS:
+        return "GradScaler"
+    if qualname in AUTOCAST:
+        return "autocast"
+    if qualname in CLIP_FUNCS:
+        return "clip"
+    return qualname

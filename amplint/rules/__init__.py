@@ -1,0 +1,87 @@
+"""The rule registry. One rule per module; each carries its code, name, docs and its own
+valid/invalid examples (which the test-suite runs, Fixit-style)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, ClassVar, Iterable, Literal
+
+from amplint.diagnostics import Diagnostic, Fix
+
+if TYPE_CHECKING:
+    from amplint.model import FileModel
+
+DOCS_URL = "https://github.com/amplint/amplint/blob/main/docs/rules.md#{code_lower}-{name}"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example the rule must flag ``count`` times. ``fixed`` is the exact source after
+    ``amplint fix`` (with ``--unsafe-fixes`` when ``unsafe``); None when no fix applies."""
+
+    code: str
+    fixed: str | None = None
+    count: int = 1
+    unsafe: bool = False
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line, for `amplint rules`
+    docs: ClassVar[str]  # markdown: What it does / Why is this bad? / Example / Use instead / Fix safety
+    fix_availability: ClassVar[Literal["always", "sometimes", "never"]] = "never"
+    preview: ClassVar[bool] = False  # preview rules run only with --preview / preview = true
+    default: ClassVar[bool] = True  # False: must be selected explicitly (info-level rules)
+    valid: ClassVar[list[str]] = []
+    invalid: ClassVar[list[Invalid]] = []
+
+    def check(self, model: "FileModel") -> Iterable[Diagnostic]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        return DOCS_URL.format(code_lower=self.code.lower(), name=self.name)
+
+    def diagnostic(
+        self,
+        model: "FileModel",
+        node: ast.AST,
+        message: str,
+        fix: Fix | None = None,
+        stmt: ast.AST | None = None,
+    ) -> Diagnostic:
+        row, col, erow, ecol = model.span(node)
+        return Diagnostic(
+            code=self.code,
+            message=message,
+            row=row,
+            col=col,
+            end_row=erow,
+            end_col=ecol,
+            fix=fix,
+            stmt_row=getattr(stmt, "lineno", None) if stmt is not None else None,
+        )
+
+
+RULE_MODULES = [
+    "amp001_missing_scaler_update",
+    "amp002_backward_inside_autocast",
+    "amp003_multiple_grad_scalers",
+    "amp004_optimizer_step_bypasses_scaler",
+]
+
+
+def _load() -> dict[str, Rule]:
+    rules: dict[str, Rule] = {}
+    for name in RULE_MODULES:
+        mod = import_module(f"amplint.rules.{name}")
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == mod.__name__:
+                rules[obj.code] = obj()
+    return dict(sorted(rules.items()))
+
+
+ALL_RULES: dict[str, Rule] = _load()

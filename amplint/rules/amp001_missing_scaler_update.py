@@ -1,0 +1,278 @@
+from __future__ import annotations
+
+from amplint.diagnostics import Fix, InsertStatement
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
+
+
+class MissingScalerUpdate(Rule):
+    code = "AMP001"
+    name = "missing-scaler-update"
+    summary = "`scaler.step()` with no later `scaler.update()` in the iteration"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for a `GradScaler.step(optimizer)` that is reached in a training iteration with no
+later `GradScaler.update()` for the same scaler.
+
+## Why is this bad?
+`update()` ends the scaler's iteration: it adjusts the loss scale and resets the
+per-optimizer state. Without it the second iteration fails with
+`RuntimeError: step() has already been called since the last update().` (or
+`unscale_() is being called after step().` when `unscale_` comes first), and the loss scale
+never adapts.
+
+An update done elsewhere is recognised: in a `finally:` block, in another method of the
+same class called from the loop, in a helper the scaler is passed to, or by the caller of
+a helper that received the scaler as a parameter.
+
+## Example
+```python
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+```
+
+Use instead:
+```python
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+```
+
+## Fix safety
+The fix inserts `scaler.update()` right after the iteration's last `scaler.step(...)`, at
+the same indentation (inside the same accumulation guard). It is safe: the code could not
+run a second iteration without it.
+"""
+    valid = [
+        # canonical loop
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = model(x)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        # helper receives the scaler; the caller updates
+        """
+import torch
+def optimizer_step(scaler, optimizer):
+    scaler.step(optimizer)
+
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    optimizer_step(scaler, optimizer)
+    scaler.update()
+""",
+        # update in another method called from the loop
+        """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def fit(self, loader):
+        for x in loader:
+            self.scaler.scale(self.model(x)).backward()
+            self.scaler.step(self.opt)
+            self._after_step()
+    def _after_step(self):
+        self.scaler.update()
+""",
+        # update in finally
+        """
+from torch.amp import GradScaler
+scaler = GradScaler("cuda")
+for x in loader:
+    try:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+    finally:
+        scaler.update()
+""",
+        # accumulation guard with continue
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / 4).backward()
+    if (i + 1) % 4 != 0:
+        continue
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad()
+""",
+        # several optimizers stepped in a loop, one update after
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    for opt in optimizers:
+        scaler.step(opt)
+    scaler.update()
+""",
+        # a helper with step + update that receives the scaler under another name
+        """
+import torch
+def step_all(s, optimizer, update_grad=True):
+    if update_grad:
+        s.step(optimizer)
+        s.update()
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    step_all(scaler, opt)
+""",
+        # not a torch scaler (fairseq-style own scaler)
+        """
+from fairseq.optim import DynamicLossScaler
+scaler = DynamicLossScaler(init_scale=128)
+for x in loader:
+    scaler.step(opt)
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+        # update only after the loop: the second batch raises
+        Invalid(
+            """
+from torch.cuda.amp import GradScaler
+scaler = GradScaler()
+for epoch in range(3):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+    scaler.update()
+""",
+            fixed=None,  # the update must move, not be added: left to the user
+        ),
+        # a scaler attribute never updated anywhere in the class
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, x):
+        self.scaler.scale(self.model(x)).backward()
+        self.scaler.step(self.optimizer)
+""",
+            fixed="""
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, x):
+        self.scaler.scale(self.model(x)).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
+        ),
+        # a parameter-scaler stepped in the function's own loop
+        Invalid(
+            """
+import torch
+def train(model, loader, opt, scaler: torch.amp.GradScaler):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+""",
+            fixed="""
+import torch
+def train(model, loader, opt, scaler: torch.amp.GradScaler):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        scaler.update()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        flagged: dict[tuple, object] = {}
+        for e in model.events("step"):
+            key = e.scaler
+            loop = model.iteration_loop(e)
+            if loop is not None:
+                if model.may_update(e.func, key, within=loop):
+                    continue
+                if key[0] == "A":
+                    cls = model.classes.get(key[1])
+                    if cls is None or cls.has_unknown_bases:
+                        continue
+                group = (key, id(loop))
+            else:
+                if model.may_update(e.func, key):
+                    continue
+                if key[0] == "L":
+                    if model.func_of_key(key) is not e.func and model.func_of_key(key) is not None:
+                        continue  # closure over an enclosing function's scaler
+                    if any(p == key[2] for p in e.func.params):
+                        continue  # a parameter: the caller may update
+                    if model.escapes(key, e.func):
+                        continue
+                elif key[0] == "A":
+                    cls = model.classes.get(key[1])
+                    if cls is None or cls.has_unknown_bases:
+                        continue
+                    if model.updated_anywhere(key) or model.escapes(key, e.func):
+                        continue
+                    if any(model.may_update(f, key) for f in cls.methods.values() if f.walked):
+                        continue
+                elif key[0] == "G":
+                    if model.updated_anywhere(key) or model.escapes(key, e.func):
+                        continue
+                else:
+                    continue
+                group = (key, id(e.func))
+            flagged[group] = e  # events are in order: the last step wins
+        for e in flagged.values():
+            s = receiver_text(model, e.node)
+            fix = None
+            elsewhere = any(u.kind == "update" and u.scaler == e.scaler for u in e.func.events)
+            if simple_stmt(e) and not elsewhere:
+                fix = Fix(
+                    "safe",
+                    f"Insert `{s}.update()` after `{s}.step(...)`",
+                    (InsertStatement(stmt_anchor(model, e.stmt), f"{s}.update()"),),
+                )
+            yield self.diagnostic(
+                model,
+                e.node,
+                f"`{s}.step()` without a later `{s}.update()` in the iteration; the next step raises "
+                f"\"step() has already been called since the last update()\"",
+                fix,
+                e.stmt,
+            )

@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import ast
+
+from amplint.diagnostics import Fix, MoveOutOfWith
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import stmt_anchor
+
+# Statement kinds that may move out of an autocast block without changing meaning.
+_MOVABLE = {"backward", "unscale", "clip", "step", "update", "zero_grad", "opt_step", "scale", "framework_backward"}
+
+
+class BackwardInsideAutocast(Rule):
+    code = "AMP002"
+    name = "backward-inside-autocast"
+    summary = "`.backward()` called inside an autocast region"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for `loss.backward()` or `scaler.scale(loss).backward()` (and
+`torch.autograd.backward(...)`) inside a `torch.autocast` block that is enabled or may be
+(`enabled=` not the literal `False`).
+
+## Why is this bad?
+PyTorch's AMP recipe runs only the forward pass and the loss under autocast: "backward
+passes under autocast are not recommended". Backward ops already run in the dtype autocast
+chose for the matching forward op. For plain modules the gradients come out identical, but
+a custom `autograd.Function` without `torch.amp.custom_bwd` then runs its backward in
+reduced precision under autocast (and raises a dtype mismatch once moved out), so the code
+only works by accident; and the block hides where the forward ends.
+
+## Example
+```python
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()
+```
+
+Use instead:
+```python
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = loss_fn(model(x), y)
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()
+```
+
+## Fix safety
+The fix moves the backward statement, and every statement after it in the same `with`
+block, out of the block. It is safe when everything that moves is backward, `unscale_`,
+clipping, `step`, `update` or `zero_grad`; otherwise it is unsafe (other moved statements
+would run outside autocast). No fix is offered when the backward is nested deeper than the
+block's own statements, or when the `with` enters other context managers too.
+"""
+    valid = [
+        """
+import torch
+with torch.autocast("cuda"):
+    loss = model(x)
+loss.backward()
+""",
+        # disabled autocast region
+        """
+import torch
+with torch.autocast("cuda", enabled=False):
+    loss = model(x)
+    loss.backward()
+""",
+        # not torch's autocast
+        """
+from accelerate import Accelerator
+accelerator = Accelerator()
+with accelerator.autocast():
+    loss = model(x)
+    accelerator.backward(loss)
+""",
+        # a project's own helper called autocast
+        """
+from mylib import autocast
+with autocast():
+    loss = model(x)
+    loss.backward()
+""",
+        # backward in a nested function defined inside the block
+        """
+import torch
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    def closure():
+        loss = model(x)
+        loss.backward()
+        return loss
+opt.step(closure)
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+scaler.step(optimizer)
+""",
+            fixed="""
+import torch
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = loss_fn(model(x), y)
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+""",
+        ),
+        # nanoGPT-style context variable; the fix moves step/update too
+        Invalid(
+            """
+import torch
+from contextlib import nullcontext
+ctx = nullcontext() if device == "cpu" else torch.amp.autocast(device_type="cuda", dtype=torch.float16)
+for x in loader:
+    with ctx:
+        loss = model(x)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+""",
+            fixed="""
+import torch
+from contextlib import nullcontext
+ctx = nullcontext() if device == "cpu" else torch.amp.autocast(device_type="cuda", dtype=torch.float16)
+for x in loader:
+    with ctx:
+        loss = model(x)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+""",
+        ),
+        # enabled by a flag: may be enabled; a logging statement moves too, so the fix is unsafe
+        Invalid(
+            """
+from torch.cuda.amp import autocast
+with autocast(enabled=use_amp):
+    loss = model(x)
+    loss.backward()
+    print(loss.item())
+""",
+            fixed="""
+from torch.cuda.amp import autocast
+with autocast(enabled=use_amp):
+    loss = model(x)
+loss.backward()
+print(loss.item())
+""",
+            unsafe=True,
+        ),
+        # nested deeper than the block's own statements: reported, no fix
+        Invalid(
+            """
+import torch
+with torch.autocast("cuda"):
+    loss = model(x)
+    if train:
+        loss.backward()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        for e in model.events():
+            if e.kind != "backward":
+                continue
+            regions = [a for a in e.ctx.autocasts if a.enabled != "no"]
+            if not regions:
+                continue
+            region = regions[-1]
+            yield self.diagnostic(
+                model,
+                e.node,
+                "`backward()` inside an autocast region; move it after the `with` block "
+                "(run only the forward pass and the loss under autocast)",
+                self._fix(model, e, region),
+                e.stmt,
+            )
+
+    def _fix(self, model, e, region):
+        w = region.with_node
+        if not isinstance(w, ast.With) or len(w.items) != 1:
+            return None
+        body = w.body
+        if e.stmt not in body:
+            return None
+        idx = body.index(e.stmt)
+        if idx == 0:
+            return None
+        moved = body[idx:]
+        safe = True
+        kinds_by_stmt: dict[int, set[str]] = {}
+        for ev in e.func.events:
+            kinds_by_stmt.setdefault(id(ev.stmt), set()).add(ev.kind)
+        for s in moved:
+            kinds = kinds_by_stmt.get(id(s), set())
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and kinds and kinds <= _MOVABLE):
+                safe = False
+        return Fix(
+            "safe" if safe else "unsafe",
+            "Move the backward pass (and what follows it) out of the autocast block",
+            (MoveOutOfWith(stmt_anchor(model, w), stmt_anchor(model, e.stmt)),),
+        )

@@ -1,0 +1,76 @@
+"""Which rule codes run: select/extend-select/ignore with prefix expansion (ruff's model)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+
+from amplint.settings import ConfigError, Settings
+
+# Codes reported for files that could not be checked; always on.
+ERROR_CODES = {"E902", "E999", "AMP900"}
+
+
+def _expand(prefix: str, codes: list[str], where: str) -> set[str]:
+    p = prefix.strip().upper()
+    if p == "ALL":
+        return set(codes)
+    hit = {c for c in codes if c.startswith(p)}
+    if not hit:
+        raise ConfigError(f"{where}: unknown rule selector `{prefix}` (see `amplint rules`)")
+    return hit
+
+
+def enabled_codes(settings: Settings, where: str = "settings") -> set[str]:
+    from amplint.rules import ALL_RULES
+
+    codes = list(ALL_RULES)
+    if settings.select is None:
+        chosen = {c for c, r in ALL_RULES.items() if r.default}
+        exact: set[str] = set()
+    else:
+        chosen = set()
+        exact = set()
+        for s in settings.select:
+            chosen |= _expand(s, codes, where)
+            if s.strip().upper() in ALL_RULES:
+                exact.add(s.strip().upper())
+        # prefix selections do not switch on opt-in rules; exact codes do
+        chosen = {c for c in chosen if ALL_RULES[c].default or c in exact}
+    for s in settings.extend_select:
+        chosen |= _expand(s, codes, where)
+        if s.strip().upper() in ALL_RULES:
+            exact.add(s.strip().upper())
+    for s in settings.ignore:
+        chosen -= _expand(s, codes, where)
+    # preview rules need preview mode unless selected by their exact code
+    return {c for c in chosen if not ALL_RULES[c].preview or settings.preview or c in exact}
+
+
+def validate_per_file_ignores(settings: Settings) -> None:
+    from amplint.rules import ALL_RULES
+
+    for pattern, sel in settings.per_file_ignores:
+        for s in sel:
+            _expand(s, list(ALL_RULES), f"per-file-ignores `{pattern}`")
+
+
+def ignored_for_file(settings: Settings, path: str) -> set[str]:
+    from amplint.rules import ALL_RULES
+
+    if not settings.per_file_ignores:
+        return set()
+    try:
+        rel = os.path.relpath(os.path.abspath(path), settings.root).replace(os.sep, "/")
+    except ValueError:
+        rel = path
+    name = os.path.basename(path)
+    out: set[str] = set()
+    for pattern, sel in settings.per_file_ignores:
+        negate = pattern.startswith("!")
+        pat = pattern[1:] if negate else pattern
+        matched = fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(rel, pat.rstrip("/") + "/*")
+        if matched != negate:
+            for s in sel:
+                out |= _expand(s, list(ALL_RULES), f"per-file-ignores `{pattern}`")
+    return out

@@ -1,0 +1,147 @@
+"""``[tool.amplint]`` configuration and command-line flags, merged into one Settings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_EXCLUDE = (
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache",
+    ".nox", ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache", ".svn", ".tox", ".venv",
+    ".vscode", "__pypackages__", "_build", "buck-out", "dist", "node_modules", "site-packages", "venv",
+    ".amplint_cache",
+)
+
+KNOWN_KEYS = {
+    "select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "preview",
+    "target-torch-version", "cache-dir", "respect-gitignore", "force-exclude",
+}
+
+DEFAULT_TARGET_TORCH = "2.4"
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    preview: bool = False
+    target_torch_version: str = DEFAULT_TARGET_TORCH
+    cache_dir: str | None = None
+    respect_gitignore: bool = True
+    force_exclude: bool = False
+    root: str = field(default_factory=os.getcwd)
+    config_path: str | None = None
+
+    def fingerprint(self) -> str:
+        """What the cached analysis depends on (selection and noqa are applied after)."""
+        return f"torch={self.target_torch_version};preview={self.preview}"
+
+
+def find_config(start: str) -> str | None:
+    """The nearest pyproject.toml (walking up from ``start``) with a [tool.amplint] table."""
+    d = os.path.abspath(start)
+    if os.path.isfile(d):
+        d = os.path.dirname(d)
+    while True:
+        cand = os.path.join(d, "pyproject.toml")
+        if os.path.isfile(cand):
+            try:
+                with open(cand, "rb") as fh:
+                    data = tomllib.load(fh)
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(f"{cand}: {exc}") from None
+            if "amplint" in data.get("tool", {}):
+                return cand
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def _str_list(path: str, key: str, value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: `{key}` must be a list of strings")
+    return tuple(value)
+
+
+def load_settings(config_path: str | None) -> Settings:
+    if config_path is None:
+        return Settings()
+    try:
+        with open(config_path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{config_path}: {exc}") from None
+    table = data.get("tool", {}).get("amplint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{config_path}: [tool.amplint] must be a table")
+    unknown = sorted(set(table) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{config_path}: unknown key{'s' if len(unknown) > 1 else ''} in [tool.amplint]: "
+            + ", ".join(f"`{k}`" for k in unknown)
+            + f" (known: {', '.join(sorted(KNOWN_KEYS))})"
+        )
+    kw: dict = {"root": os.path.dirname(os.path.abspath(config_path)), "config_path": config_path}
+    if "select" in table:
+        kw["select"] = _str_list(config_path, "select", table["select"])
+    if "extend-select" in table:
+        kw["extend_select"] = _str_list(config_path, "extend-select", table["extend-select"])
+    if "ignore" in table:
+        kw["ignore"] = _str_list(config_path, "ignore", table["ignore"])
+    if "exclude" in table:
+        kw["exclude"] = _str_list(config_path, "exclude", table["exclude"])
+    if "extend-exclude" in table:
+        kw["extend_exclude"] = _str_list(config_path, "extend-exclude", table["extend-exclude"])
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{config_path}: `per-file-ignores` must be a table of pattern = [codes]")
+        kw["per_file_ignores"] = tuple(
+            (pat, _str_list(config_path, f"per-file-ignores.{pat}", codes)) for pat, codes in pfi.items()
+        )
+    for key, attr in (("preview", "preview"), ("respect-gitignore", "respect_gitignore"), ("force-exclude", "force_exclude")):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise ConfigError(f"{config_path}: `{key}` must be true or false")
+            kw[attr] = table[key]
+    if "target-torch-version" in table:
+        v = table["target-torch-version"]
+        if not isinstance(v, str) or not _parse_version(v):
+            raise ConfigError(f"{config_path}: `target-torch-version` must be a version string such as \"2.4\"")
+        kw["target_torch_version"] = v
+    if "cache-dir" in table:
+        v = table["cache-dir"]
+        if not isinstance(v, str):
+            raise ConfigError(f"{config_path}: `cache-dir` must be a string")
+        kw["cache_dir"] = os.path.join(kw["root"], v)
+    return Settings(**kw)
+
+
+def _parse_version(v: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(p) for p in v.split(".")[:3])
+    except ValueError:
+        return None
+
+
+def torch_at_least(settings: Settings, version: str) -> bool:
+    have = _parse_version(settings.target_torch_version) or (0,)
+    need = _parse_version(version) or (0,)
+    return have >= need
