@@ -6,7 +6,20 @@ Every loop follows the whole-loop contract
 point at.
 """
 
+import inspect
+import os
+
 import torch
+
+
+def line_of(obj_or_path, tag: str) -> int:
+    """Line number of the line carrying the comment ``# <tag>`` in a module/file."""
+    path = obj_or_path if isinstance(obj_or_path, (str, os.PathLike)) else inspect.getsourcefile(obj_or_path)
+    with open(path, encoding="utf-8") as fh:
+        for i, text in enumerate(fh, 1):
+            if f"# <{tag}>" in text:
+                return i
+    raise LookupError(f"no '# <{tag}>' in {path}")
 
 
 def good_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import inspect
-import os
 
 import pytest
 
@@ -24,13 +22,3 @@ def _warm_torch():
     with harness.cpu_threads("cpu"):
         harness.fp32_baseline(0, "cpu")
     yield torch
-
-
-def line_of(obj_or_path, tag: str) -> int:
-    """Line number of the line carrying the comment ``# <tag>`` in a module/file."""
-    path = obj_or_path if isinstance(obj_or_path, (str, os.PathLike)) else inspect.getsourcefile(obj_or_path)
-    with open(path, encoding="utf-8") as fh:
-        for i, text in enumerate(fh, 1):
-            if f"# <{tag}>" in text:
-                return i
-    raise LookupError(f"no '# <{tag}>' in {path}")

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import amp_runtime_loops as loops  # noqa: E402
-from conftest import line_of  # noqa: E402
+from amp_runtime_loops import line_of  # noqa: E402
 
 from amplint.runtime import harness, reference  # noqa: E402
 from amplint.runtime.sanitizer import AmpViolation, Sanitizer, measure_overhead, sanitize  # noqa: E402
