@@ -524,7 +524,7 @@ def _check_growth(res: RunResult) -> Check:
         return Check(name, False, f"raised {res.error}", "raised")
     ok = res.scales == GROWTH_EXPECTED
     return Check(name, ok, f"scales={res.scales} expected={GROWTH_EXPECTED}",
-                 f"{_fmt(res.scales[-1]) if res.scales else 'none'}" + ("" if ok else " (bad)"))
+                 (f"{res.scales[0]:g}->{res.scales[-1]:g}" if res.scales else "none") + ("" if ok else " (bad)"))
 
 
 def _loop_name(fn: Callable[..., Any]) -> str:

@@ -1,8 +1,11 @@
 """``amplint verify``: run the harness on the reference loop and on every loop in some files.
 
 Each loop (see :mod:`amplint.runtime.harness` for the two contracts) runs the five harness
-checks, is compared with the reference loop, and runs once more under the sanitizer. One row
-per loop; the exit code is 1 when any check fails or the sanitizer reports anything, else 0.
+checks, is compared with the reference loop, and runs 3 steps under the sanitizer. One row
+per loop; the exit code is 1 when any check fails, a file cannot be imported or holds no loop,
+or the sanitizer reports anything, else 0. The ``reference`` column (same/differs) is
+informational only: a correct loop may legitimately differ (no scaler under bf16, another
+clip threshold, gradient accumulation).
 """
 
 from __future__ import annotations
