@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import sys
 import traceback
 from dataclasses import replace
@@ -36,6 +37,18 @@ def analyze_text(text: str, path: str, rules=None) -> FileResult:
     from amplint.rules import ALL_RULES
 
     result = FileResult(path)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # ast trees are acyclic; collecting during the parse only costs time
+    try:
+        return _analyze(text, path, rules, result)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
+    from amplint.rules import ALL_RULES
+
     try:
         tree = parse(text, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

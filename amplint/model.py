@@ -21,6 +21,7 @@ workload); every fix is applied with LibCST (see ``amplint.fixer``).
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -35,9 +36,10 @@ from amplint.names import (
 )
 
 # A function whose text matches none of these cannot produce an AMP event or reference.
-RELEVANT = re.compile(
-    r"scale|autocast|backward|\.step\b|zero_grad|clip_grad|amp|half\(|float16|bfloat16|"
-    r"GradScaler|state_dict|custom_fwd|custom_bwd|apex|torch\.save"
+RELEVANT = re.compile(r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd")
+# In a file that has a scaler, half-precision models and checkpoints matter too.
+RELEVANT_WITH_SCALER = re.compile(
+    r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd|half\(|float16|state_dict"
 )
 
 SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?)?scaler$", re.IGNORECASE)
@@ -252,8 +254,8 @@ class FileModel:
         self.annotated_scalers: set[Key] = set()
         self._status: dict[Key, str] = {}
         self._seq = 0
-        self.mentions_torch_amp = bool(
-            re.search(r"GradScaler|autocast|torch\.amp|cuda\.amp|cpu\.amp", source)
+        self.mentions_torch_amp = any(
+            t in source for t in ("GradScaler", "autocast", "torch.amp", "cuda.amp", "cpu.amp", "import amp")
         )
 
     # ------------------------------------------------------------------ helpers
@@ -282,6 +284,17 @@ class FileModel:
         if ecol is None:
             ecol = col
         return row, self.char_col(row, col), erow, self.char_col(erow, ecol)
+
+    def reset_derived(self) -> None:
+        self._status.clear()
+        for name in ("_methods_by_key", "_called_keys", "stepped_optimizers"):
+            self.__dict__.pop(name, None)
+
+    def mentions(self, func: Func, name: str) -> bool:
+        node = func.node
+        start = getattr(node, "lineno", 1)
+        end = getattr(node, "end_lineno", None) or len(self.lines)
+        return name in "".join(self.lines[start - 1 : end])
 
     # ------------------------------------------------------------------ scalers
     def scaler_status(self, key: Key | None) -> str:
@@ -461,6 +474,11 @@ class FileModel:
             if not inside(c.ctx):
                 continue
             callee = self.resolve_callee(c)
+            if callee is not None and not callee.walked:
+                # not analysed (no AMP token in it): unknown, unless it cannot name the scaler
+                if any(k == key for _p, k in c.arg_keys) or self.mentions(callee, str(key[-1])):
+                    return True
+                continue
             if callee is not None:
                 if key[0] in ("A", "G") and self.may_update(callee, key, None, _seen):
                     return True
@@ -523,17 +541,19 @@ class FileModel:
         if not text:
             return False
         last = text.rsplit(".", 1)[-1]
+        if text in self.stepped_optimizers:
+            return True
+        if NOT_OPTIMIZER.search(last):
+            return False
         key = self.key_of_expr(receiver, func)
         if key is not None:
             for a in self.assigns.get(key, ()):
                 if a.value is not None and isinstance(a.value, ast.Call):
                     q = qualify(a.value.func, a.func.scopes()) or ""
-                    if q.startswith("torch.optim.") or ".optim." in q:
+                    if "lr_scheduler" in q or "swa_utils" in q:
+                        return False
+                    if q.startswith("torch.optim.") and q.count(".") == 2:
                         return True
-        if text in self.stepped_optimizers:
-            return True
-        if NOT_OPTIMIZER.search(last):
-            return False
         return bool(OPTIMIZER_NAME.search(last))
 
     @cached_property
@@ -549,30 +569,59 @@ def _target_names(t: ast.AST) -> set[str]:
 
 
 def _locals_of(fn: ast.AST) -> set[str]:
-    """Names bound in a function body (not in nested functions/classes)."""
+    """Names bound in a function body (not in nested functions/classes). Statements only:
+    expressions bind names just through the walrus operator, which is rare enough here."""
     out: set[str] = set()
-    stack = list(getattr(fn, "body", []))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(node.name)
-            continue
-        if isinstance(node, ast.Lambda):
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            out.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for a in node.names:
-                out.add((a.asname or a.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            out.add(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            pass
-        stack.extend(ast.iter_child_nodes(node))
     globs: set[str] = set()
-    for node in ast.walk(fn) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else ():
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            globs.update(node.names)
+
+    def targets(t):
+        if isinstance(t, ast.Name):
+            out.add(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                targets(e)
+        elif isinstance(t, ast.Starred):
+            targets(t.value)
+
+    def block(stmts):
+        for node in stmts:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    targets(t)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets(node.target)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                targets(node.target)
+                block(node.body)
+                block(node.orelse)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+                block(node.body)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    out.add((a.asname or a.name).split(".")[0])
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                globs.update(node.names)
+            elif isinstance(node, (ast.If, ast.While)):
+                block(node.body)
+                block(node.orelse)
+            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                block(node.body)
+                for h in node.handlers:
+                    if h.name:
+                        out.add(h.name)
+                    block(h.body)
+                block(node.orelse)
+                block(node.finalbody)
+            elif type(node).__name__ == "Match":
+                for case in node.cases:
+                    block(case.body)
+
+    block(getattr(fn, "body", []))
     return out - globs
 
 
@@ -969,17 +1018,24 @@ def _decorated_start(node) -> int:
 class _Builder:
     def __init__(self, source: str, tree: ast.Module):
         self.m = FileModel(source, tree)
-        self.line_offsets = [0]
-        for line in self.m.lines:
-            self.line_offsets.append(self.line_offsets[-1] + len(line))
+        # Lines holding a relevant token, found with one search over the file; a function is
+        # walked when its line range holds one.
+        pattern = RELEVANT_WITH_SCALER if ("scaler" in source or "Scaler" in source) else RELEVANT
+        rows: list[int] = []
+        last = 0
+        row = 1
+        for mt in pattern.finditer(source):
+            row += source.count("\n", last, mt.start())
+            last = mt.start()
+            if not rows or rows[-1] != row:
+                rows.append(row)
+        self.rows = rows
 
     def relevant(self, node) -> bool:
         start = _decorated_start(node)
-        end = getattr(node, "end_lineno", None) or len(self.m.lines)
-        if start - 1 >= len(self.line_offsets) - 1:
-            return False
-        text = self.m.source[self.line_offsets[start - 1] : self.line_offsets[min(end, len(self.m.lines))]]
-        return RELEVANT.search(text) is not None
+        end = getattr(node, "end_lineno", None) or start
+        i = bisect.bisect_left(self.rows, start)
+        return i < len(self.rows) and self.rows[i] <= end
 
     def build(self) -> FileModel:
         m = self.m
@@ -1003,8 +1059,34 @@ class _Builder:
             w.block(body, Ctx())
             f.walked = True
         self._propagate_params()
+        self._walk_scaler_callees()
         self._classify_events()
         return m
+
+    def _walk_scaler_callees(self) -> None:
+        """A function the screen skipped is still walked when a walked one passes it a
+        scaler (``def step(s, opt): s.step(opt); s.update()``)."""
+        m = self.m
+        for _ in range(8):
+            extra: list[Func] = []
+            for f in m.funcs:
+                for c in f.calls:
+                    callee = m.resolve_callee(c)
+                    if callee is None or callee.walked or callee in extra:
+                        continue
+                    if any(m.is_scaler(k) for _pos, k in c.arg_keys):
+                        extra.append(callee)
+            if not extra:
+                return
+            for f in extra:
+                f.locals = _locals_of(f.node)
+                m.funcs.append(f)
+                w = _Walker(m, f)
+                self._params(f, w)
+                w.block(f.node.body, Ctx())
+                f.walked = True
+            m.reset_derived()
+            self._propagate_params()
 
     def _collect_imports(self, body, scope) -> None:
         for s in body:

@@ -228,6 +228,8 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
             if loop is not None:
                 if model.may_update(e.func, key, within=loop):
                     continue
+                if self._updated_after_inner_loop(model, e, loop):
+                    continue
                 if key[0] == "A":
                     cls = model.classes.get(key[1])
                     if cls is None or cls.has_unknown_bases:
@@ -258,6 +260,21 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
                     continue
                 group = (key, id(e.func))
             flagged[group] = e  # events are in order: the last step wins
+        yield from self._report(model, flagged)
+
+    @staticmethod
+    def _updated_after_inner_loop(model, e, loop) -> bool:
+        """``for _ in range(d_steps): ...; scaler.step(opt_d)`` followed by
+        ``scaler.update()`` later in the outer iteration is left alone (it raises only
+        when the inner loop runs twice); an inner loop over a data loader is not."""
+        later = [u for u in e.func.events if u.kind == "update" and u.scaler == e.scaler and u.seq > e.seq and loop not in u.loops]
+        if not later:
+            return False
+        it = getattr(loop.node, "iter", None)
+        text = model.text(it).lower() if it is not None else ""
+        return not any(w in text for w in ("loader", "data", "batch", "dataset", "train", "iter"))
+
+    def _report(self, model, flagged):
         for e in flagged.values():
             s = receiver_text(model, e.node)
             fix = None
