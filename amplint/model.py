@@ -416,8 +416,9 @@ class FileModel:
         return None
 
     def resolve_callee(self, call: CallSite) -> Func | None:
-        callee = call.callee
-        f = call.func
+        return self.resolve_callee_expr(call.callee, call.func)
+
+    def resolve_callee_expr(self, callee: ast.expr, f: Func) -> Func | None:
         if isinstance(callee, ast.Name):
             g: Func | None = f
             while g is not None:
@@ -932,14 +933,16 @@ class _Walker:
         if isinstance(node, ast.Call):
             self.expr(node.func, ctx, stmt, role="call" if role != "decorator" else "decorator")
             arg_keys: list = []
+            # arguments to a function of this file are followed into it (not an escape)
+            arg_role = "known_arg" if m.resolve_callee_expr(node.func, f) is not None else "arg"
             for i, a in enumerate(node.args):
                 inner = a.value if isinstance(a, ast.Starred) else a
-                self.expr(inner, ctx, stmt, role="arg")
+                self.expr(inner, ctx, stmt, role=arg_role if not isinstance(a, ast.Starred) else "arg")
                 k = m.key_of_expr(inner, f) if isinstance(inner, (ast.Name, ast.Attribute)) else None
                 if k is not None:
                     arg_keys.append((i, k))
             for kw in node.keywords:
-                self.expr(kw.value, ctx, stmt, role="arg")
+                self.expr(kw.value, ctx, stmt, role=arg_role if kw.arg else "arg")
                 k = (
                     m.key_of_expr(kw.value, f)
                     if isinstance(kw.value, (ast.Name, ast.Attribute))
@@ -985,7 +988,7 @@ class _Walker:
                     q.startswith("torch.cuda.amp") or q.startswith("torch.cpu.amp") or q.startswith("apex.amp")
                 ):
                     m.refs.append(Ref(node, q, stmt, f, ctx, role))
-                if role not in ("attrbase", "call"):
+                if role not in ("attrbase", "call", "known_arg"):
                     key = m.name_key(node.id, f)
                     f.bare_uses.append((key, node, ctx, m.next_seq()))
             return

@@ -261,6 +261,45 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
                 group = (key, id(e.func))
             flagged[group] = e  # events are in order: the last step wins
         yield from self._report(model, flagged)
+        yield from self._helper_steps(model, flagged)
+
+    def _helper_steps(self, model, flagged):
+        """A loop that hands the scaler to a helper which steps it but never updates it,
+        with no update in the loop either (``step(scaler, opt)`` each batch)."""
+        seen = {g[0] for g in flagged}
+        for f in model.funcs:
+            for c in f.calls:
+                if not c.ctx.loops:
+                    continue
+                callee = model.resolve_callee(c)
+                if callee is None or not callee.walked:
+                    continue
+                for pos, key in c.arg_keys:
+                    if key in seen or not model.is_scaler(key):
+                        continue
+                    pname = model._param_for(callee, pos)
+                    if pname is None:
+                        continue
+                    pkey = ("L", callee.fid, pname)
+                    steps = [e for e in callee.events if e.kind == "step" and e.scaler == pkey]
+                    if not steps or model.may_update(callee, pkey):
+                        continue
+                    loop = c.ctx.loops[-1]
+                    if model.may_update(f, key, within=loop):
+                        continue
+                    later = [u for u in f.events if u.kind == "update" and u.scaler == key and u.seq > c.seq]
+                    if later:
+                        continue
+                    seen.add(key)
+                    name = model.text(c.node.func)
+                    yield self.diagnostic(
+                        model,
+                        c.node,
+                        f"`{name}()` steps the GradScaler but nothing in this loop calls "
+                        f"`update()`; the next step raises \"step() has already been called since the last update()\"",
+                        None,
+                        c.stmt,
+                    )
 
     @staticmethod
     def _updated_after_inner_loop(model, e, loop) -> bool:

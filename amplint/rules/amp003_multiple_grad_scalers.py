@@ -176,9 +176,8 @@ class Trainer:
                     group = list(scalers_scaling)
             if group is None:
                 continue
-            group = [k for k in group if model.constructions(k)] or group
-            if len(group) < 2:
-                continue
+            if not any(model.constructions(k) for k in group):
+                continue  # nothing constructed here: scalers handed in by callers
             group.sort(key=lambda k: min((a.seq for a in model.constructions(k)), default=0))
             first, extras = group[0], group[1:]
             for extra in extras:
@@ -186,7 +185,7 @@ class Trainer:
                     continue
                 reported.add((first, extra))
                 ctor = model.constructions(extra)
-                node = ctor[0].node if ctor else next(e.node for e in f.events if e.scaler == extra)
+                node = (ctor[0].value or ctor[0].node) if ctor else next(e.node for e in f.events if e.scaler == extra)
                 stmt = ctor[0].stmt if ctor else None
                 first_name = self._name(model, first, f)
                 extra_name = self._name(model, extra, f)

@@ -191,7 +191,7 @@ for i, x in enumerate(loader):
             return None
         b = candidates[-1]
         for u in f.events:
-            if u.kind in ("backward", "framework_backward") and not u.scaled and b.seq < u.seq < p.seq and u.co_occurs(p):
+            if u.kind in ("backward", "framework_backward") and not u.scaled and b.seq < u.seq < p.seq and u.co_occurs(p) and u.co_occurs(b):
                 return None  # p steps the gradients of an unscaled backward
         # p sits in a branch of its own whose test is about AMP (`if not use_amp: opt.step()`)
         for lit in p.ctx.lits - b.ctx.lits:

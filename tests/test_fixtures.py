@@ -1,0 +1,70 @@
+"""fixtures/<code>_<name>/: before.py has exactly that finding, after.py is what `fix` makes of it."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+
+import pytest
+
+from amplint_testutil import FIXTURES, run_amplint
+
+RULE_DIRS = sorted(d for d in glob.glob(os.path.join(FIXTURES, "amp*")) if os.path.isdir(d))
+CLEAN = sorted(glob.glob(os.path.join(FIXTURES, "clean", "*.py")))
+
+
+def codes_in(path: str) -> list[str]:
+    r = run_amplint("check", "--no-cache", "--select", "ALL", "--preview", "--output-format", "json", path)
+    assert r.returncode in (0, 1), r.stderr
+    return sorted(d["code"] for d in json.loads(r.stdout))
+
+
+def _code_of(d: str) -> str:
+    return os.path.basename(d).split("_", 1)[0].upper()
+
+
+def test_there_is_a_fixture_for_every_rule():
+    from amplint.rules import ALL_RULES
+
+    have = {_code_of(d) for d in RULE_DIRS}
+    assert {"AMP001", "AMP002", "AMP003", "AMP004"} <= have
+    assert have <= set(ALL_RULES)
+
+
+@pytest.mark.parametrize("d", RULE_DIRS, ids=[os.path.basename(d) for d in RULE_DIRS])
+def test_before_has_exactly_its_rule(d):
+    found = codes_in(os.path.join(d, "before.py"))
+    assert found and set(found) == {_code_of(d)}, found
+
+
+@pytest.mark.parametrize("d", RULE_DIRS, ids=[os.path.basename(d) for d in RULE_DIRS])
+def test_fix_turns_before_into_after_and_is_idempotent(d, tmp_path):
+    after = os.path.join(d, "after.py")
+    if not os.path.exists(after):
+        pytest.skip("this rule has no fix")
+    work = tmp_path / "before.py"
+    shutil.copyfile(os.path.join(d, "before.py"), work)
+    r = run_amplint("fix", "--no-cache", "--unsafe-fixes", "--select", _code_of(d), str(work))
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(after, "rb") as fh:
+        assert work.read_bytes() == fh.read()
+    assert codes_in(after) == []
+    mtime = work.stat().st_mtime_ns
+    r = run_amplint("fix", "--no-cache", "--unsafe-fixes", "--select", "ALL", str(work))
+    assert r.returncode == 0
+    assert work.stat().st_mtime_ns == mtime  # nothing to do: not rewritten
+
+
+@pytest.mark.parametrize("path", CLEAN, ids=[os.path.basename(p) for p in CLEAN])
+def test_clean_fixtures_have_no_findings(path):
+    assert codes_in(path) == []
+
+
+def test_fixtures_pass_the_prescreen():
+    from amplint.screen import may_contain_amp
+
+    for path in glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True):
+        with open(path, "rb") as fh:
+            assert may_contain_amp(fh.read()), path
