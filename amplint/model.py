@@ -252,6 +252,8 @@ class FileModel:
         self.autocast_calls: list[tuple[ast.Call, Func, Ctx, ast.stmt]] = []
         self.qual_calls: list[CallSite] = []
         self.annotated_scalers: set[Key] = set()
+        self.aliases: set[str] = set()  # names assigned a torch AMP object (GS = torch.cuda.amp.GradScaler)
+        self.target_torch_version = "2.4"  # set by the engine from settings
         self._status: dict[Key, str] = {}
         self._seq = 0
         self.mentions_torch_amp = any(
@@ -911,6 +913,12 @@ class _Walker:
         if isinstance(target, ast.Starred):
             self.assign_target(target.value, None, stmt, ctx)
             return
+        if isinstance(target, ast.Name) and isinstance(value, (ast.Name, ast.Attribute)) and not aug:
+            # an alias of a torch AMP object: GS = torch.cuda.amp.GradScaler
+            q = qualify(value, self.f.scopes())
+            if q and (canonical(q) in ("GradScaler", "autocast") or q.startswith(("torch.cuda.amp", "torch.cpu.amp", "torch.amp"))):
+                self.f.scope[target.id] = q
+                m.aliases.add(target.id)
         key = m.key_of_expr(target, self.f)
         if key is None:
             if isinstance(target, (ast.Subscript, ast.Attribute)):
@@ -963,7 +971,7 @@ class _Walker:
                 f.methods.append(
                     MethodCall(rk, node.func.value, node.func.attr, node, node.func, True, stmt, seq, f, ctx)
                 )
-            elif c == "clip":
+            if c == "clip":  # torch.nn.utils.clip_grad_norm_(...) is an attribute call too
                 f.events.append(Event("clip", node, stmt, seq, f, ctx))
             elif q == "torch.autograd.backward":
                 f.events.append(Event("backward", node, stmt, seq, f, ctx, extra={"autograd": True}))
@@ -984,7 +992,7 @@ class _Walker:
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 q = qualify(node, f.scopes())
-                if q and q != node.id and (
+                if q and q != node.id and node.id not in m.aliases and (
                     q.startswith("torch.cuda.amp") or q.startswith("torch.cpu.amp") or q.startswith("apex.amp")
                 ):
                     m.refs.append(Ref(node, q, stmt, f, ctx, role))
@@ -1013,6 +1021,18 @@ class _Walker:
                 self.expr(child.value, ctx, stmt)
 
 
+def _match_rows(source: str, pattern: re.Pattern) -> list[int]:
+    rows: list[int] = []
+    last = 0
+    row = 1
+    for mt in pattern.finditer(source):
+        row += source.count("\n", last, mt.start())
+        last = mt.start()
+        if not rows or rows[-1] != row:
+            rows.append(row)
+    return rows
+
+
 def _decorated_start(node) -> int:
     decos = getattr(node, "decorator_list", [])
     return min([node.lineno] + [d.lineno for d in decos])
@@ -1024,15 +1044,8 @@ class _Builder:
         # Lines holding a relevant token, found with one search over the file; a function is
         # walked when its line range holds one.
         pattern = RELEVANT_WITH_SCALER if ("scaler" in source or "Scaler" in source) else RELEVANT
-        rows: list[int] = []
-        last = 0
-        row = 1
-        for mt in pattern.finditer(source):
-            row += source.count("\n", last, mt.start())
-            last = mt.start()
-            if not rows or rows[-1] != row:
-                rows.append(row)
-        self.rows = rows
+        self.rows = _match_rows(source, pattern)
+        self.declared: list[Func] = []
 
     def relevant(self, node) -> bool:
         start = _decorated_start(node)
@@ -1053,9 +1066,9 @@ class _Builder:
         _Walker(m, module).block([s for s in tree.body], Ctx())
         module.walked = True
         for f in pending:
-            body = f.node.body if not isinstance(f.node, ast.ClassDef) else [
-                s for s in f.node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            ]
+            # A class body keeps its defs: the walker visits only their decorators
+            # (``@torch.cuda.amp.custom_fwd`` on a method), never their bodies.
+            body = f.node.body
             w = _Walker(m, f)
             if isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._params(f, w)
@@ -1063,8 +1076,36 @@ class _Builder:
             f.walked = True
         self._propagate_params()
         self._walk_scaler_callees()
+        self._walk_scaler_name_users()
         self._classify_events()
         return m
+
+    def _walk_scaler_name_users(self) -> None:
+        """``self.gs = GradScaler()``: methods using ``self.gs`` hold no relevant token, so
+        walk the functions that mention a constructed scaler's name."""
+        m = self.m
+        names = {
+            str(k[-1])
+            for k, assigns in m.assigns.items()
+            if k[0] in ("A", "G", "L") and any(a.kind == "ctor" for a in assigns) and not RELEVANT.search(str(k[-1]))
+        }
+        if not names:
+            return
+        pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
+        saved = self.rows
+        self.rows = _match_rows(m.source, pattern)
+        todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]
+        self.rows = saved
+        for f in todo:
+            f.locals = _locals_of(f.node)
+            m.funcs.append(f)
+            w = _Walker(m, f)
+            self._params(f, w)
+            w.block(f.node.body, Ctx())
+            f.walked = True
+        if todo:
+            m.reset_derived()
+            self._propagate_params()
 
     def _walk_scaler_callees(self) -> None:
         """A function the screen skipped is still walked when a walked one passes it a
@@ -1121,6 +1162,7 @@ class _Builder:
                 self._declare(s.body, parent, info, qual + ".", pending)
             elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 f = Func(s, s.name, prefix + s.name, cls, parent if cls is None else parent, {})
+                self.declared.append(f)
                 if cls is not None:
                     cls.methods[s.name] = f
                     f.parent = parent
@@ -1219,7 +1261,7 @@ class _Builder:
                     continue
                 if attr == "backward":
                     recv = mc.receiver_node
-                    sk = self._scaled_by(recv, f, mc.seq, scaled_names)
+                    sk = self._scaled_by(recv, f, mc.seq, scaled_names, mc.ctx)
                     if sk is not None:
                         new_events.append(
                             Event("backward", call, mc.stmt, mc.seq, f, mc.ctx, scaler=sk, scaled=True, receiver=rk)
@@ -1240,13 +1282,13 @@ class _Builder:
             # torch.autograd.backward(scaler.scale(loss)) / clip events are already recorded
             for e in f.events:
                 if e.kind == "backward" and e.extra.get("autograd") and e.node.args:
-                    sk = self._scaled_by(e.node.args[0], f, e.seq, scaled_names)
+                    sk = self._scaled_by(e.node.args[0], f, e.seq, scaled_names, e.ctx)
                     if sk is not None:
                         e.scaled, e.scaler = True, sk
             f.events.extend(new_events)
             f.events.sort(key=lambda e: e.seq)
 
-    def _scaled_by(self, expr: ast.expr, f: Func, seq: int, scaled_names) -> Key | None:
+    def _scaled_by(self, expr: ast.expr, f: Func, seq: int, scaled_names, ctx: Ctx | None = None) -> Key | None:
         m = self.m
         for n in ast.walk(expr):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "scale":
@@ -1257,7 +1299,10 @@ class _Builder:
                 k = m.key_of_expr(n, f)
                 if k in scaled_names:
                     # the latest assignment of this name before the backward
-                    prior = [a for a in m.assigns.get(k, ()) if a.func is f and a.seq < seq]
+                    prior = [
+                        a for a in m.assigns.get(k, ())
+                        if a.func is f and a.seq < seq and (ctx is None or not exclusive(a.ctx.lits, ctx.lits))
+                    ]
                     if prior and prior[-1].kind == "scaled":
                         return prior[-1].ref
         return None

@@ -1,0 +1,188 @@
+"""The loop model: name resolution through imports/aliases and scaler tracking."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from amplint.model import CERTAIN, LIKELY, NOT, build_model
+
+
+def model(src: str):
+    src = textwrap.dedent(src)
+    return build_model(src, ast.parse(src))
+
+
+@pytest.mark.parametrize(
+    "imports,ctor",
+    [
+        ("import torch", "torch.amp.GradScaler('cuda')"),
+        ("import torch", "torch.GradScaler('cuda')"),
+        ("import torch", "torch.cuda.amp.GradScaler()"),
+        ("import torch", "torch.cpu.amp.GradScaler()"),
+        ("import torch as th", "th.amp.GradScaler('cuda')"),
+        ("from torch.cuda import amp", "amp.GradScaler()"),
+        ("import torch.cuda.amp as amp", "amp.GradScaler()"),
+        ("from torch.amp import GradScaler", "GradScaler('cuda')"),
+        ("from torch.cuda.amp import GradScaler as GS", "GS()"),
+        ("from torch.amp.grad_scaler import GradScaler", "GradScaler('cuda')"),
+        ("from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler", "ShardedGradScaler()"),
+        ("import torch\nGS = torch.cuda.amp.GradScaler", "GS()"),
+    ],
+)
+def test_scaler_constructions_in_every_spelling(imports, ctor):
+    m = model(f"{imports}\ns = {ctor}\n")
+    assert m.scaler_status(("G", "s")) == CERTAIN
+
+
+def test_function_local_import():
+    m = model(
+        """
+        def train():
+            from torch.cuda.amp import GradScaler
+            s = GradScaler()
+            s.update()
+        """
+    )
+    f = m.toplevel["train"]
+    assert m.scaler_status(("L", f.fid, "s")) == CERTAIN
+    assert [e.kind for e in f.events] == ["update"]
+
+
+def test_self_attribute_set_in_one_method_used_in_another():
+    m = model(
+        """
+        import torch
+        class T:
+            def __init__(self):
+                self.gs = torch.amp.GradScaler("cuda")
+            def step(self):
+                self.gs.step(self.opt)
+                self.gs.update()
+        """
+    )
+    assert m.scaler_status(("A", "T", "gs")) == CERTAIN
+    kinds = [e.kind for e in m.classes["T"].methods["step"].events]
+    assert kinds == ["step", "update"]
+
+
+def test_parameter_receives_scaler_from_call_site_and_annotation():
+    m = model(
+        """
+        import torch
+        def helper(s, opt):
+            s.step(opt)
+        def annotated(x: torch.amp.GradScaler):
+            x.update()
+        scaler = torch.amp.GradScaler("cuda")
+        helper(scaler, opt)
+        """
+    )
+    assert m.scaler_status(("L", m.toplevel["helper"].fid, "s")) == CERTAIN
+    assert m.scaler_status(("L", m.toplevel["annotated"].fid, "x")) == CERTAIN
+
+
+def test_other_libraries_scalers_are_not_torch():
+    m = model(
+        """
+        import torch
+        from fairseq.optim import DynamicLossScaler
+        scaler = DynamicLossScaler()
+        def f(scaler):
+            scaler(loss, opt)
+        """
+    )
+    assert m.scaler_status(("G", "scaler")) == NOT
+    assert m.scaler_status(("L", m.toplevel["f"].fid, "scaler")) == NOT
+
+
+def test_parameter_named_scaler_is_likely_in_amp_file():
+    m = model(
+        """
+        import torch
+        def f(scaler, opt, loss):
+            with torch.autocast("cuda"):
+                pass
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+        """
+    )
+    assert m.scaler_status(("L", m.toplevel["f"].fid, "scaler")) == LIKELY
+
+
+def test_scaled_loss_variable_and_branch_literals():
+    m = model(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        if use_amp:
+            loss = scaler.scale(loss)
+            loss.backward()
+        else:
+            loss.backward()
+        if not use_amp:
+            opt.step()
+        """
+    )
+    evs = [e for e in m.events() if e.kind in ("backward", "opt_step")]
+    scaled, unscaled, plain = evs
+    assert scaled.scaled and not unscaled.scaled
+    assert not scaled.co_occurs(unscaled)
+    assert not scaled.co_occurs(plain)  # `if use_amp` vs `if not use_amp`
+    assert unscaled.co_occurs(plain)
+
+
+def test_early_return_makes_later_code_exclusive():
+    m = model(
+        """
+        import torch
+        def step(model, opt, scaler=None):
+            with torch.autocast("cuda"):
+                loss = model()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                return
+            loss.backward()
+            opt.step()
+        """
+    )
+    evs = {e.kind + str(e.scaled): e for e in m.events()}
+    assert not evs["backwardTrue"].co_occurs(evs["opt_stepFalse"])
+
+
+def test_autocast_regions_and_enabled_state():
+    m = model(
+        """
+        import torch
+        from functools import partial
+        from contextlib import nullcontext
+        amp_ctx = partial(torch.autocast, device_type="cuda")
+        ctx = torch.autocast("cuda") if amp else nullcontext()
+        with torch.autocast("cuda", enabled=False):
+            a.backward()
+        with amp_ctx():
+            b.backward()
+        with ctx:
+            c.backward()
+        with torch.cuda.amp.autocast(enabled=flag):
+            d.backward()
+        """
+    )
+    states = [e.ctx.autocasts[-1].enabled for e in m.events("backward")]
+    assert states == ["no", "yes", "maybe", "maybe"]
+
+
+def test_loops_over_optimizers_are_not_iterations():
+    m = model(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            for opt in optimizers:
+                scaler.step(opt)
+        """
+    )
+    (step,) = list(m.events("step"))
+    assert m.iteration_loop(step).node.iter.id == "loader"
