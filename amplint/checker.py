@@ -154,6 +154,9 @@ def run_check(opts: Options) -> int:
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         return 2
+    from amplint import engine
+
+    engine.configure(settings.target_torch_version)
 
     from amplint.discover import discover
 

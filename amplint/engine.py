@@ -15,6 +15,16 @@ from amplint.source import Source, SourceError, decode, read_source
 
 BUG_HINT = "this is a bug in amplint; please report it with the file that triggers it"
 
+# The torch version the checked project targets (settings.target_torch_version); rules read it
+# from ``FileModel.target_torch_version``. Set once per run by the checker (and in each worker
+# of the process pool); part of ``Settings.fingerprint`` so the cache follows it.
+TARGET_TORCH_VERSION: str | None = None
+
+
+def configure(target_torch_version: str | None) -> None:
+    global TARGET_TORCH_VERSION
+    TARGET_TORCH_VERSION = target_torch_version
+
 
 def syntax_error(exc: BaseException) -> FileError:
     if isinstance(exc, SyntaxError):
@@ -56,6 +66,8 @@ def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
         return result
     try:
         model = build_model(text, tree)
+        if TARGET_TORCH_VERSION is not None:
+            model.target_torch_version = TARGET_TORCH_VERSION
     except RecursionError:
         result.errors.append(FileError("E999", "too deeply nested to analyse (recursion limit)"))
         return result

@@ -8,6 +8,7 @@ import multiprocessing
 
 from amplint.cache import Cache, content_hash
 from amplint.diagnostics import FileError, FileResult
+from amplint import engine
 from amplint.engine import analyze_bytes
 
 SERIAL_BELOW = 24  # files to analyse; below this a pool costs more than it saves
@@ -58,7 +59,9 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None) -> list[
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         n = max(1, min(64, len(todo) // (jobs * 8)))
         chunks = [todo[i : i + n] for i in range(0, len(todo), n)]
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(
+            max_workers=jobs, mp_context=ctx, initializer=engine.configure, initargs=(engine.TARGET_TORCH_VERSION,)
+        ) as pool:
             outs = [o for chunk in pool.map(_work_chunk, chunks) for o in chunk]
     for path, stat, digest, result in outs:
         if cache is not None and stat is not None:

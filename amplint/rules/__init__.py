@@ -71,6 +71,11 @@ RULE_MODULES = [
     "amp002_backward_inside_autocast",
     "amp003_multiple_grad_scalers",
     "amp004_optimizer_step_bypasses_scaler",
+    "amp005_unscaled_backward",
+    "amp006_clip_before_unscale",
+    "amp007_repeated_scaler_update",
+    "amp008_repeated_unscale_or_step",
+    "amp009_zero_grad_before_step",
 ]
 
 

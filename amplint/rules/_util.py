@@ -25,3 +25,51 @@ def is_simple_call_stmt(e: Event) -> bool:
 
 def simple_stmt(e: Event) -> bool:
     return isinstance(e.stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return))
+
+
+def scaler_text(model: FileModel, func, key) -> str:
+    """How ``func`` spells the scaler ``key`` (``scaler``, ``self.scaler``)."""
+    for e in func.events:
+        if e.scaler == key and e.kind in ("scale", "step", "update", "unscale", "scaler_state") and isinstance(e.node, ast.Call):
+            if isinstance(e.node.func, ast.Attribute):
+                return model.text(e.node.func.value)
+    return str(key[-1])
+
+
+def scaler_disabled(model: FileModel, key) -> bool:
+    """Every construction of the scaler passes ``enabled=False`` (a no-op scaler)."""
+    ctors = model.constructions(key)
+    if not ctors:
+        return False
+    for a in ctors:
+        call = a.value
+        if not isinstance(call, ast.Call):
+            return False
+        off = any(
+            kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+            for kw in call.keywords
+        )
+        if not off:
+            return False
+    return True
+
+
+def between(func, a, b, kinds=None):
+    """Events of ``func`` strictly between events ``a`` and ``b`` that can run in the same pass as both."""
+    for e in func.events:
+        if a.seq < e.seq < b.seq and (kinds is None or e.kind in kinds) and e.co_occurs(a) and e.co_occurs(b):
+            yield e
+
+
+def same_iteration(model: FileModel, early, late) -> bool:
+    """``late`` runs later in the same training iteration as ``early`` (the iteration loop of
+    ``late`` encloses ``early``; or neither is in a loop)."""
+    loop = model.iteration_loop(late)
+    if loop is None:
+        return True  # a step function: the function body is the iteration
+    return loop in early.loops
+
+
+def plain_expr(node: ast.AST) -> bool:
+    """An expression the fixer can replace in place (no surrounding parentheses to lose)."""
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))

@@ -1,0 +1,282 @@
+from __future__ import annotations
+
+import ast
+
+from amplint.diagnostics import Fix, ReplaceExpression
+from amplint.model import amp_ish, exclusive
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import between, plain_expr, same_iteration, scaler_disabled, scaler_text
+
+
+class UnscaledBackward(Rule):
+    code = "AMP005"
+    name = "unscaled-backward"
+    summary = "`loss.backward()` in an iteration whose optimizer is stepped by `scaler.step()`"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for a plain `loss.backward()` whose gradients are then applied by
+`GradScaler.step(optimizer)` in the same iteration.
+
+## Why is this bad?
+`scaler.step` divides the gradients by the loss scale before stepping. Gradients from an
+unscaled backward are therefore 65536x too small (measured: update norm 1.753e-06 instead
+of 0.1147, ratio 1/65536) and training stalls. Once the scaler has scaled anything (for
+logging, or in an earlier iteration) nothing raises and the scaler notices nothing; with a
+fresh scaler the first step fails with `Attempted step but _scale is None.`
+
+Not reported: a backward in the non-AMP arm of a branch (`if use_amp: ... else:
+loss.backward()`), `loss = scaler.scale(loss)` followed by `loss.backward()` (already
+scaled), framework backward calls (`accelerator.backward(loss)`), an unscaled warm-up
+backward whose gradients are zeroed or stepped by a plain `optimizer.step()` before the
+scaled loop, and scalers constructed with `enabled=False`.
+
+## Example
+```python
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    scaler.step(optimizer)
+    scaler.update()
+```
+
+Use instead:
+```python
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+```
+
+## Fix safety
+The fix rewrites `loss.backward()` to `scaler.scale(loss).backward()`. It is safe:
+`scaler.step` already divides by the scale, so the update becomes the intended one.
+"""
+    valid = [
+        # canonical
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    scaler.update()
+""",
+        # loss = scaler.scale(loss); loss.backward()
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    loss = model(x)
+    loss = scaler.scale(loss)
+    loss.backward()
+    scaler.step(opt)
+    scaler.update()
+""",
+        # conditional scaling in one expression
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+for x in loader:
+    loss = model(x)
+    loss = scaler.scale(loss) if use_amp else loss
+    loss.backward()
+    scaler.step(opt)
+    scaler.update()
+""",
+        # the non-AMP arm of a branch, tested on differently named switches
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    loss = model(x)
+    if use_amp:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+    if scaler is not None:
+        scaler.step(opt)
+        scaler.update()
+""",
+        # warm-up: unscaled backward, gradients zeroed before the scaled loop
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+model(x0).backward()
+opt.zero_grad()
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    scaler.update()
+""",
+        # a second model trained without the scaler in the same iteration
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    probe_loss.backward()
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    scaler.update()
+    probe_opt.step()
+""",
+        # framework backward
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    accelerator.backward(model(x))
+    scaler.step(opt)
+    scaler.update()
+""",
+        # a scaler that is switched off
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda", enabled=False)
+for x in loader:
+    model(x).backward()
+    scaler.step(opt)
+    scaler.update()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+        # a step function with an attribute scaler
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, batch):
+        loss = self.compute_loss(batch)
+        loss.backward(retain_graph=True)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
+            fixed="""
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, batch):
+        loss = self.compute_loss(batch)
+        self.scaler.scale(loss).backward(retain_graph=True)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
+        ),
+        # accumulation: each micro-batch unscaled, stepped by the scaler
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, (x, y) in enumerate(loader):
+    (loss_fn(model(x), y) / 4).backward()
+    if (i + 1) % 4 == 0:
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+""",
+            fixed=None,  # a parenthesised receiver is left to the user
+        ),
+    ]
+
+    def check(self, model):
+        for f in model.funcs:
+            steps = [e for e in f.events if e.kind == "step"]
+            if not steps:
+                continue
+            scaled = [e for e in f.events if e.kind == "backward" and e.scaled]
+            for b in f.events:
+                if b.kind != "backward" or b.scaled or b.extra.get("autograd"):
+                    continue
+                if not isinstance(b.node.func, ast.Attribute):
+                    continue
+                s = self._stepping(model, f, b, steps)
+                if s is None or self._already_scaled(model, f, b):
+                    continue
+                if any(exclusive(b.ctx.lits, sb.ctx.lits) for sb in scaled):
+                    continue  # the non-AMP alternative of a scaled backward
+                if any(lit.key and amp_ish(lit.key) for lit in b.ctx.lits - s.ctx.lits):
+                    continue  # `if not use_amp: loss.backward()`
+                st = scaler_text(model, f, s.scaler)
+                recv = b.node.func.value
+                r = model.text(recv)
+                fix = None
+                if plain_expr(recv):
+                    (r1, c1, r2, c2) = model.span(recv)
+                    fix = Fix(
+                        "safe",
+                        f"Use `{st}.scale({r}).backward()`",
+                        (ReplaceExpression((r1, c1), (r2, c2), f"{st}.scale({r})"),),
+                    )
+                yield self.diagnostic(
+                    model,
+                    b.node,
+                    f"`{r}.backward()` is not scaled but `{st}.step()` divides the gradients by the loss scale "
+                    f"(updates 65536x too small); use `{st}.scale({r}).backward()`",
+                    fix,
+                    b.stmt,
+                )
+
+    @staticmethod
+    def _stepping(model, f, b, steps):
+        for s in steps:
+            if s.seq <= b.seq or not s.co_occurs(b) or not same_iteration(model, b, s):
+                continue
+            if scaler_disabled(model, s.scaler):
+                continue
+            if any(True for _ in between(f, b, s, ("zero_grad", "opt_step"))):
+                return None
+            # the gradients are stepped by a plain optimizer.step() later in the iteration
+            loop = model.iteration_loop(s)
+            for p in f.events:
+                if p.kind == "opt_step" and p.seq > b.seq and p.co_occurs(b) and (loop is None or loop in p.loops):
+                    return None
+            return s
+        return None
+
+    @staticmethod
+    def _already_scaled(model, f, b) -> bool:
+        recv = b.node.func.value
+        if "scale" in model.text(recv).lower():
+            return True
+        key = model.key_of_expr(recv, f) if isinstance(recv, (ast.Name, ast.Attribute)) else None
+        if key is None:
+            return False
+        prior = [a for a in model.assigns.get(key, ()) if a.func is f and a.seq < b.seq]
+        for a in prior[-1:]:
+            if a.value is not None:
+                for n in ast.walk(a.value):
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "scale":
+                        return True
+        return False

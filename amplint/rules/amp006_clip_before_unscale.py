@@ -1,0 +1,312 @@
+from __future__ import annotations
+
+import ast
+
+from amplint.diagnostics import Fix, InsertStatement
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import scaler_disabled, scaler_text, simple_stmt, stmt_anchor
+
+GRAD_READ = {"norm", "abs", "max"}
+
+
+class ClipBeforeUnscale(Rule):
+    code = "AMP006"
+    name = "clip-before-unscale"
+    summary = "Gradient clipping (or a gradient norm) between a scaled backward and `scaler.step()` without `scaler.unscale_()`"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for `clip_grad_norm_`, `clip_grad_value_`, `get_total_norm` or a gradient norm read
+(`p.grad.norm()`) between `scaler.scale(loss).backward()` and `scaler.step(optimizer)`
+with no `scaler.unscale_(optimizer)` before it.
+
+## Why is this bad?
+Until `unscale_` the gradients are multiplied by the loss scale (65536 at the start). The
+clip threshold is then effectively `max_norm / scale`: with `max_norm=1.0`,
+`clip_grad_norm_` measures a total norm of 75142 instead of 1.147, clips the scaled
+gradients, and after `scaler.step` unscales them the update is 1.5e-06 instead of 0.1
+(measured). Training stalls silently; a logged gradient norm is 65536x too large.
+`clip_grad_value_` clips at `clip_value / scale` in the same way.
+
+## Example
+```python
+scaler.scale(loss).backward()
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+scaler.step(optimizer)
+scaler.update()
+```
+
+Use instead:
+```python
+scaler.scale(loss).backward()
+scaler.unscale_(optimizer)
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+scaler.step(optimizer)
+scaler.update()
+```
+
+## Fix safety
+The fix inserts `scaler.unscale_(optimizer)` right before the clip, for the optimizer the
+scaler steps in that iteration. It is safe: `scaler.step` does not unscale again. It is
+offered only when one optimizer is stepped, the clip is not inside a loop of its own, and
+no `unscale_` follows the clip (a second `unscale_` would raise).
+"""
+    valid = [
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        # clipping after the step (of the next iteration's grads? no: zeroed) / no scaler in the loop
+        """
+import torch
+from torch.nn.utils import clip_grad_norm_
+for x in loader:
+    model(x).backward()
+    clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+""",
+        # unscale_ in a helper
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def unscale_all(s, opts):
+    for o in opts:
+        s.unscale_(o)
+for x in loader:
+    scaler.scale(model(x)).backward()
+    unscale_all(scaler, [optimizer])
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        # exclusive branches
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    if use_amp:
+        scaler.scale(model(x)).backward()
+        scaler.unscale_(optimizer)
+    else:
+        model(x).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if use_amp:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+        # clip under a condition and an accumulation guard, attribute scaler
+        Invalid(
+            """
+from torch.nn.utils import clip_grad_value_
+from torch.amp import GradScaler
+class T:
+    def __init__(self):
+        self.scaler = GradScaler("cuda")
+    def fit(self, loader):
+        for i, x in enumerate(loader):
+            self.scaler.scale(self.model(x) / 2).backward()
+            if (i + 1) % 2 == 0:
+                if self.clip:
+                    clip_grad_value_(self.model.parameters(), self.clip)
+                self.scaler.step(self.opt)
+                self.scaler.update()
+""",
+            fixed="""
+from torch.nn.utils import clip_grad_value_
+from torch.amp import GradScaler
+class T:
+    def __init__(self):
+        self.scaler = GradScaler("cuda")
+    def fit(self, loader):
+        for i, x in enumerate(loader):
+            self.scaler.scale(self.model(x) / 2).backward()
+            if (i + 1) % 2 == 0:
+                if self.clip:
+                    self.scaler.unscale_(self.opt)
+                    clip_grad_value_(self.model.parameters(), self.clip)
+                self.scaler.step(self.opt)
+                self.scaler.update()
+""",
+        ),
+        # a logged gradient norm, read per parameter: flagged, not fixed (inside a loop)
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    for p in model.parameters():
+        log(p.grad.norm())
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+        # unscale_ after the clip
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.unscale_(optimizer)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        for f in model.funcs:
+            backs = [e for e in f.events if e.kind == "backward" and e.scaled]
+            if not backs:
+                continue
+            steps = [e for e in f.events if e.kind == "step"]
+            if not steps:
+                continue
+            for c, label in self._grad_reads(model, f):
+                b = self._source_backward(c, backs)
+                if b is None:
+                    continue
+                s_list = [
+                    s for s in steps
+                    if s.scaler == b.scaler and s.seq > c.seq and s.co_occurs(c) and s.co_occurs(b)
+                    and set(map(id, s.loops)) <= set(map(id, b.loops))
+                ]
+                if not s_list or scaler_disabled(model, b.scaler):
+                    continue
+                s = s_list[0]
+                if self._unscaled_before(model, f, b, c):
+                    continue
+                st = scaler_text(model, f, b.scaler)
+                opts = {x.optimizer for x in s_list if x.loops == s.loops}
+                fix = None
+                later_unscale = any(
+                    u.kind == "unscale" and u.scaler == b.scaler and c.seq < u.seq < s.seq for u in f.events
+                )
+                loop_opt = any(
+                    s.optimizer and s.optimizer in loop.targets for loop in s.loops
+                )
+                if (
+                    len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt
+                    and c.loops == s.loops and simple_stmt(c)
+                ):
+                    fix = Fix(
+                        "safe",
+                        f"Insert `{st}.unscale_({s.optimizer})` before the clip",
+                        (InsertStatement(stmt_anchor(model, c.stmt), f"{st}.unscale_({s.optimizer})", "before"),),
+                    )
+                opt = s.optimizer or "optimizer"
+                yield self.diagnostic(
+                    model,
+                    c.node,
+                    f"{label} sees gradients still multiplied by the loss scale; call `{st}.unscale_({opt})` "
+                    f"before it (otherwise the threshold is effectively divided by the scale, 65536)",
+                    fix,
+                    c.stmt,
+                )
+
+    @staticmethod
+    def _grad_reads(model, f):
+        for e in f.events:
+            if e.kind == "clip":
+                name = model.text(e.node.func).rsplit(".", 1)[-1]
+                yield e, f"`{name}`"
+        for mc in f.methods:
+            if mc.called and mc.attr in GRAD_READ and isinstance(mc.receiver_node, ast.Attribute):
+                r = mc.receiver_node
+                if r.attr == "data" and isinstance(r.value, ast.Attribute):
+                    r = r.value
+                if r.attr == "grad":
+                    yield _Read(mc), f"`{model.text(mc.receiver_node)}.{mc.attr}()`"
+
+    @staticmethod
+    def _source_backward(c, backs):
+        c_loops = set(map(id, c.loops))
+        cands = [
+            b for b in backs
+            if b.seq < c.seq and b.co_occurs(c)
+            and (c_loops <= set(map(id, b.loops)) or set(map(id, b.loops)) <= c_loops)
+        ]
+        return cands[-1] if cands else None
+
+    @staticmethod
+    def _unscaled_before(model, f, b, c) -> bool:
+        for u in f.events:
+            if u.kind == "unscale" and u.scaler == b.scaler and u.seq < c.seq and u.co_occurs(c):
+                return True
+        # a helper called between backward and clip that may unscale
+        for call in f.calls:
+            if not (b.seq < call.seq < c.seq):
+                continue
+            callee = model.resolve_callee(call)
+            if callee is not None:
+                if not callee.walked:
+                    if model.mentions(callee, "unscale_"):
+                        return True
+                elif any(e.kind == "unscale" for e in callee.events):
+                    return True
+            elif any(k == b.scaler for _p, k in call.arg_keys):
+                return True
+            elif b.scaler and b.scaler[0] == "A" and model.calls_self_unknown(call):
+                return True
+        return False
+
+
+class _Read:
+    """A gradient-norm read, shaped like an Event for the checks above."""
+
+    kind = "grad_read"
+
+    def __init__(self, mc):
+        self.node = mc.node
+        self.stmt = mc.stmt
+        self.seq = mc.seq
+        self.ctx = mc.ctx
+        self.func = mc.func
+
+    @property
+    def loops(self):
+        return self.ctx.loops
+
+    def co_occurs(self, other) -> bool:
+        from amplint.model import exclusive
+
+        return not exclusive(self.ctx.lits, other.ctx.lits)

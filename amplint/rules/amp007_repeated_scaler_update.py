@@ -1,0 +1,302 @@
+from __future__ import annotations
+
+import ast
+
+from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
+
+SCALER_KINDS = ("step", "unscale", "update")
+
+
+def accumulation_guard(lit) -> bool:
+    k = (lit.key or "").lower()
+    return "%" in k or "accum" in k or "sync_grad" in k
+
+
+class RepeatedScalerUpdate(Rule):
+    code = "AMP007"
+    name = "repeated-scaler-update"
+    summary = "More than one `scaler.update()` per iteration (per optimizer, or per micro-batch)"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for a `GradScaler.update()` that runs more than once per training iteration:
+between the steps of two optimizers that share one backward, inside a loop over the
+optimizers, or on every micro-batch while `scaler.step()` runs only under a gradient
+accumulation guard.
+
+## Why is this bad?
+`update()` must run once per iteration, after every optimizer stepped.
+
+* `step(o1); update(); step(o2); update()` is silent but wrong: `o2`'s gradients, produced
+  with scale S, are unscaled with the updated scale (measured: `o2`'s update 0.5x or 2x the
+  correct one), and the scale grows twice as fast (`[1,1,1,2,...]` vs `[1,2,2,4,...]`).
+* `update()` on a micro-batch where no `step()` ran raises
+  `AssertionError: No inf checks were recorded prior to update.`
+
+A second backward pass after the first update (`step(opt_d); update();
+scaler.scale(loss_g).backward(); step(opt_g); update()`) is a new scaler iteration and is
+not reported.
+
+## Example
+```python
+scaler.scale(loss).backward()
+scaler.step(opt_enc)
+scaler.update()
+scaler.step(opt_dec)
+scaler.update()
+```
+
+Use instead:
+```python
+scaler.scale(loss).backward()
+scaler.step(opt_enc)
+scaler.step(opt_dec)
+scaler.update()
+```
+
+## Fix safety
+The fix removes every update but the last one of the iteration, or moves the update under
+the accumulation guard of the step (or after the loop over the optimizers). It is safe: it
+produces the order torch documents.
+"""
+    valid = [
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt_a)
+    scaler.step(opt_b)
+    scaler.update()
+""",
+        # GAN: a fresh scaled backward after the first update
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(d_loss(x)).backward()
+    scaler.step(opt_d)
+    scaler.update()
+    scaler.scale(g_loss(x)).backward()
+    scaler.step(opt_g)
+    scaler.update()
+""",
+        # accumulation: step and update under the same guard
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / 4).backward()
+    if (i + 1) % 4 == 0:
+        scaler.step(opt)
+        scaler.update()
+""",
+        # exclusive branches
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    if mode == "a":
+        scaler.step(opt_a)
+        scaler.update()
+    else:
+        scaler.step(opt_b)
+        scaler.update()
+""",
+        # AMP switch around the step, update always (a disabled scaler's update is a no-op)
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+for x in loader:
+    scaler.scale(model(x)).backward()
+    if use_amp:
+        scaler.step(opt)
+    else:
+        opt.step()
+    scaler.update()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt_enc)
+    scaler.update()
+    scaler.step(opt_dec)
+    scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt_enc)
+    scaler.step(opt_dec)
+    scaler.update()
+""",
+        ),
+        # one update per optimizer, in a loop over the optimizers
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    for opt in optimizers:
+        scaler.step(opt)
+        scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    for opt in optimizers:
+        scaler.step(opt)
+    scaler.update()
+""",
+        ),
+        # update on every micro-batch, step under the accumulation guard
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / 4).backward()
+    if (i + 1) % 4 == 0:
+        scaler.step(opt)
+        opt.zero_grad()
+    scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / 4).backward()
+    if (i + 1) % 4 == 0:
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        for f in model.funcs:
+            ups = [e for e in f.events if e.kind == "update"]
+            if not ups:
+                continue
+            for u in ups:
+                d = self._between_steps(model, f, u) or self._per_optimizer(model, f, u) or self._per_micro_batch(model, f, u)
+                if d is not None:
+                    yield d
+
+    def _msg(self, model, f, u, why):
+        st = scaler_text(model, f, u.scaler)
+        return f"`{st}.update()` {why}; call it once per iteration, after the last `{st}.step()`"
+
+    def _between_steps(self, model, f, u):
+        nxt = None
+        for e in f.events:
+            if e.seq <= u.seq or e.scaler != u.scaler or not e.co_occurs(u):
+                continue
+            if e.kind == "backward" and e.scaled:
+                return None  # a new scaled backward: a new scaler iteration
+            if e.kind in SCALER_KINDS:
+                loop = model.iteration_loop(e)
+                if (loop is None and not u.loops) or (loop is not None and loop in u.loops):
+                    nxt = e
+                    break
+        if nxt is None:
+            return None
+        fix = None
+        later = [
+            x for x in f.events
+            if x.kind == "update" and x.scaler == u.scaler and x.seq > nxt.seq and x.co_occurs(u) and x.loops == u.loops
+        ]
+        if later and is_simple_call_stmt(u) and nxt.kind != "update":
+            fix = Fix("safe", "Remove this `update()`; the last one stays", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
+        elif nxt.kind == "update" and is_simple_call_stmt(u) and u.loops == nxt.loops:
+            fix = Fix("safe", "Remove the repeated `update()`", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
+        why = "runs before another `step()`/`unscale_()` of the same iteration" if nxt.kind != "update" else "is called twice in one iteration (raises `No inf checks were recorded prior to update.`)"
+        return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt)
+
+    def _per_optimizer(self, model, f, u):
+        for loop in u.loops:
+            steps = [
+                s for s in f.events
+                if s.kind == "step" and s.scaler == u.scaler and loop in s.loops and s.seq < u.seq
+                and s.optimizer and any(t in loop.targets for t in _names(s.node.args[:1]))
+            ]
+            if not steps:
+                continue
+            fix = None
+            outer_after = [
+                x for x in f.events if x.kind == "update" and x.scaler == u.scaler and x.seq > u.seq and loop not in x.loops
+            ]
+            if is_simple_call_stmt(u) and not outer_after and u.loops[-1] is loop and isinstance(loop.node, ast.For):
+                st = scaler_text(model, f, u.scaler)
+                fix = Fix(
+                    "safe",
+                    "Move `update()` after the loop over the optimizers",
+                    (
+                        ReplaceStatement(stmt_anchor(model, u.stmt), ""),
+                        InsertStatement(stmt_anchor(model, loop.node), f"{st}.update()"),
+                    ),
+                )
+            return self.diagnostic(
+                model, u.node, self._msg(model, f, u, "runs once per optimizer in the loop over the optimizers"), fix, u.stmt
+            )
+        return None
+
+    def _per_micro_batch(self, model, f, u):
+        for s in f.events:
+            if s.kind != "step" or s.scaler != u.scaler or s.seq > u.seq or not s.co_occurs(u):
+                continue
+            loop = model.iteration_loop(s)
+            if loop is None or loop not in u.loops:
+                continue
+            guards = [lit for lit in s.ctx.lits - u.ctx.lits if accumulation_guard(lit)]
+            if not guards:
+                continue
+            # an unguarded step in the same iteration would make this update legitimate
+            if any(
+                x.kind == "step" and x.scaler == u.scaler and x.co_occurs(u) and not (set(guards) & x.ctx.lits)
+                and loop in x.loops
+                for x in f.events
+            ):
+                return None
+            last = [x for x in f.events if x.kind == "step" and x.scaler == u.scaler and set(guards) <= x.ctx.lits and x.loops == s.loops][-1]
+            fix = None
+            if is_simple_call_stmt(u) and is_simple_call_stmt(last):
+                st = scaler_text(model, f, u.scaler)
+                fix = Fix(
+                    "safe",
+                    "Move `update()` under the accumulation guard, after the step",
+                    (
+                        ReplaceStatement(stmt_anchor(model, u.stmt), ""),
+                        InsertStatement(stmt_anchor(model, last.stmt), f"{st}.update()"),
+                    ),
+                )
+            return self.diagnostic(
+                model,
+                u.node,
+                self._msg(model, f, u, "runs on every micro-batch but `step()` only under the accumulation guard "
+                          "(raises `No inf checks were recorded prior to update.`)"),
+                fix,
+                u.stmt,
+            )
+        return None
+
+
+def _names(nodes):
+    for n in nodes:
+        for x in ast.walk(n):
+            if isinstance(x, ast.Name):
+                yield x.id

@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
+
+
+class ZeroGradBeforeStep(Rule):
+    code = "AMP009"
+    name = "zero-grad-before-step"
+    summary = "`optimizer.zero_grad()` between the scaled backward and `scaler.step(optimizer)`"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for `optimizer.zero_grad()` between `scaler.scale(loss).backward()` and
+`scaler.step(optimizer)` of the same iteration.
+
+## Why is this bad?
+The gradients the backward just produced are erased before the step uses them. With
+`zero_grad(set_to_none=True)` (the default since torch 2.0) `scaler.step` then raises
+`AssertionError: No inf checks were recorded for this optimizer.`; with
+`set_to_none=False` the step silently applies zero gradients (momentum and weight decay
+still move the weights) and the model does not learn.
+
+`zero_grad()` at the top of the iteration (before the backward) or after the step is the
+canonical order and is not reported. `model.zero_grad()` is not reported either: with
+several models (a GAN) zeroing another model's gradients there is correct.
+
+## Example
+```python
+scaler.scale(loss).backward()
+optimizer.zero_grad()
+scaler.step(optimizer)
+scaler.update()
+```
+
+Use instead:
+```python
+scaler.scale(loss).backward()
+scaler.step(optimizer)
+scaler.update()
+optimizer.zero_grad()
+```
+
+## Fix safety
+The fix moves the `zero_grad()` call after the iteration's `scaler.update()` (or
+`scaler.step()`), in the same block. It is unsafe: code between the step and the end of
+the iteration that reads the gradients (logging gradient norms) now sees them, and a
+`zero_grad()` that was meant for the next iteration's first micro-batch moves with it.
+"""
+    valid = [
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        # accumulation: zero after the step under the guard
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / 4).backward()
+    if (i + 1) % 4 == 0:
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+""",
+        # GAN: another model's gradients zeroed between D's backward and D's step
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(d_loss(x)).backward()
+    netG.zero_grad()
+    scaler.step(opt_d)
+    scaler.scale(g_loss(x)).backward()
+    scaler.step(opt_g)
+    scaler.update()
+""",
+        # another optimizer zeroed
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(loss_a(x)).backward()
+    opt_b.zero_grad()
+    scaler.step(opt_a)
+    scaler.update()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    optimizer.zero_grad()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+""",
+            unsafe=True,
+        ),
+        # in a step method, zero_grad between unscale_/clip and step
+        Invalid(
+            """
+import torch
+class T:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, loss):
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        if self.reset:
+            self.optimizer.zero_grad()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        for f in model.funcs:
+            backs = [e for e in f.events if e.kind == "backward" and e.scaled]
+            if not backs:
+                continue
+            steps = [e for e in f.events if e.kind == "step" and e.optimizer]
+            for z in f.events:
+                if z.kind != "zero_grad" or not model.is_optimizer(z.node.func.value, f):
+                    continue
+                s = next(
+                    (
+                        s for s in steps
+                        if s.seq > z.seq and s.optimizer == z.optimizer and s.co_occurs(z)
+                        and set(map(id, s.loops)) <= set(map(id, z.loops))
+                    ),
+                    None,
+                )
+                if s is None:
+                    continue
+                b = [
+                    b for b in backs
+                    if b.seq < z.seq and b.scaler == s.scaler and b.co_occurs(z) and b.co_occurs(s)
+                    and set(map(id, z.loops)) <= set(map(id, b.loops))
+                ]
+                if not b:
+                    continue
+                if any(
+                    x.kind == "backward" and x.scaled and x.scaler == s.scaler and z.seq < x.seq < s.seq and x.co_occurs(s)
+                    for x in f.events
+                ):
+                    continue  # a fresh backward after the zero_grad
+                st = scaler_text(model, f, s.scaler)
+                yield self.diagnostic(
+                    model,
+                    z.node,
+                    f"`{z.optimizer}.zero_grad()` erases the gradients of the scaled backward before "
+                    f"`{st}.step({s.optimizer})` uses them; zero the gradients at the start of the iteration or after the step",
+                    self._fix(model, f, z, s),
+                    z.stmt,
+                )
+
+    @staticmethod
+    def _fix(model, f, z, s):
+        if not is_simple_call_stmt(z) or z.loops != s.loops or z.ctx.lits != s.ctx.lits:
+            return None
+        anchor = s
+        for u in f.events:
+            if u.kind == "update" and u.scaler == s.scaler and u.seq > s.seq and u.loops == s.loops and u.ctx.lits == s.ctx.lits:
+                anchor = u
+                break
+        if not is_simple_call_stmt(anchor):
+            return None
+        return Fix(
+            "unsafe",
+            f"Move `{z.optimizer}.zero_grad()` after the step",
+            (
+                ReplaceStatement(stmt_anchor(model, z.stmt), ""),
+                InsertStatement(stmt_anchor(model, anchor.stmt), model.text(z.stmt)),
+            ),
+        )
