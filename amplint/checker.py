@@ -139,7 +139,12 @@ def _lines_of(path: str, text_cache: dict) -> list[str] | None:
     from amplint.source import SourceError, read_source
 
     try:
-        lines = read_source(path).text.splitlines(keepends=True)
+        text = read_source(path).text
+        if path.endswith(".ipynb"):  # a notebook's rows count lines of its joined code cells
+            from amplint.notebook import virtual_text
+
+            text = virtual_text(text, path)
+        lines = text.splitlines(keepends=True)
     except SourceError:
         lines = None
     text_cache[path] = lines
@@ -235,6 +240,10 @@ def run_check(opts: Options) -> int:
 
     if fmt in ("json", "json-lines", "sarif", "gitlab") and any(m.fix for m in messages):
         _attach_edits(messages)
+    if any(m.path.endswith(".ipynb") for m in messages):  # rows -> (cell, row in cell)
+        from amplint.notebook import translate_messages
+
+        translate_messages(messages)
 
     out_stream = None
     if opts.diff:
@@ -307,6 +316,10 @@ def _attach_edits(messages: list[Message]) -> None:
         if m.path not in texts:
             try:
                 texts[m.path] = read_source(m.path).text
+                if m.path.endswith(".ipynb"):
+                    from amplint.notebook import virtual_text
+
+                    texts[m.path] = virtual_text(texts[m.path], m.path)
             except SourceError:
                 texts[m.path] = None
         t = texts[m.path]

@@ -109,6 +109,10 @@ def analyze_path(path: str) -> tuple[FileResult, Source | None]:
 
 
 def analyze_bytes(data: bytes, path: str) -> FileResult:
+    if path.endswith(".ipynb"):  # the code cells, joined (amplint.notebook)
+        from amplint.notebook import analyze_notebook_bytes
+
+        return analyze_notebook_bytes(data, path)
     if not may_contain_amp(data):
         return FileResult(path)
     try:

@@ -25,6 +25,19 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
         except SourceError as exc:
             out.append(FileResult(r.path, errors=[FileError("E902", str(exc))]))
             continue
+        nb = None
+        if r.path.endswith(".ipynb"):  # fix the joined code cells; write back only changed cells
+            from amplint.notebook import NotebookError, load_notebook
+
+            try:
+                nb = load_notebook(src.text, r.path)
+            except NotebookError as exc:
+                out.append(FileResult(r.path, errors=[FileError("E902", str(exc))]))
+                continue
+            if nb is None:
+                out.append(r)
+                continue
+            src = nb.as_source(src)
         lines0 = src.text.splitlines(keepends=True)
 
         def want(d, _path=r.path):
@@ -51,12 +64,19 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
             out.append(r)
             continue
         if opts.diff:
-            diffs.append(unified_diff(r.path, src.text, new_text))
+            diffs.append(nb.diff(new_text) if nb is not None else unified_diff(r.path, src.text, new_text))
             fixed_total += n
             out.append(r)
             continue
+        if nb is not None:
+            try:
+                src, file_text = nb.file_source, nb.render(new_text)
+            except NotebookError as exc:
+                failures.append(Message(r.path, "E902", f"cannot write fixes: {exc}", 1, 0, 1, 0, is_error=True))
+                out.append(r)
+                continue
         try:
-            atomic_write(src, new_text)
+            atomic_write(src, file_text if nb is not None else new_text)
         except ChangedOnDisk:
             failures.append(Message(r.path, "E902", "file changed on disk while fixing; left untouched", 1, 0, 1, 0, is_error=True))
             out.append(r)

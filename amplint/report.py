@@ -27,6 +27,7 @@ class Message:
     edits: list | None = None
     applicable: bool = False  # the fix would be applied with the current flags
     extra: dict = field(default_factory=dict)
+    cell: int | None = None  # notebooks: 1-based cell number; row/end_row count lines within the cell
 
     @property
     def fixable_marker(self) -> str:
@@ -43,6 +44,8 @@ class Summary:
 
 
 def _loc(m: Message) -> str:
+    if m.cell is not None:
+        return f"{m.path}:cell {m.cell}:{m.row}:{m.col + 1}:"
     return f"{m.path}:{m.row}:{m.col + 1}:"
 
 
@@ -108,7 +111,7 @@ def to_json_obj(m: Message) -> dict:
             "edits": m.edits if m.edits is not None else [],
         }
     return {
-        "cell": None,
+        "cell": m.cell,
         "code": m.code,
         "end_location": {"column": m.end_col + 1, "row": m.end_row},
         "filename": m.path,
