@@ -21,7 +21,7 @@ import pathspec
 
 from amplint.settings import Settings
 
-SUFFIXES = (".py", ".pyi")
+SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 @dataclass(frozen=True)
