@@ -272,11 +272,17 @@ def contract_of(fn: Callable[..., Any]) -> str | None:
 _load_counter = itertools.count()
 
 
+def _display_path(path: str | os.PathLike[str]) -> str:
+    """The path as the user would name it: relative to the working directory when inside it."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return rel if not rel.startswith("..") else os.fspath(path)
+
+
 def load_loops(path: str | os.PathLike[str]) -> list[tuple[str, Callable[..., Any]]]:
     """Import the file at ``path`` (unique module name) and return its loop functions.
 
     Returns ``(name, fn)`` for every top-level function named ``train_step``/``train_loop`` or
-    whose signature matches either contract, in source order. ``name`` is ``file.py:func``.
+    whose signature matches either contract, in source order. ``name`` is ``path/to/file.py:func`` (relative to the working directory).
     """
     path = os.fspath(path)
     stem = os.path.splitext(os.path.basename(path))[0]
@@ -297,7 +303,7 @@ def load_loops(path: str | os.PathLike[str]) -> list[tuple[str, Callable[..., An
             continue
         if attr in ("train_step", "train_loop") or contract_of(obj) is not None:
             line = obj.__code__.co_firstlineno
-            found.append((line, f"{os.path.basename(path)}:{attr}", obj))
+            found.append((line, f"{_display_path(path)}:{attr}", obj))
     found.sort(key=lambda t: t[0])
     return [(name, fn) for _, name, fn in found]
 

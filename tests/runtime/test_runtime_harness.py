@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -155,7 +156,7 @@ def test_load_loops(tmp_path):
         "    return 0.0\n"
     )
     found = harness.load_loops(p)
-    assert [n for n, _ in found] == ["my_loops.py:train_loop", "my_loops.py:custom"]
+    assert [os.path.basename(n) for n, _ in found] == ["my_loops.py:train_loop", "my_loops.py:custom"]
     assert harness.contract_of(found[1][1]) == "step"
     again = harness.load_loops(p)
     assert again[0][1] is not found[0][1]  # a fresh module each time
