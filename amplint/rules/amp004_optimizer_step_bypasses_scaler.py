@@ -164,11 +164,20 @@ for i, x in enumerate(loader):
                 if b is None:
                     continue
                 s = self._scaler_text(model, f, b)
+                unscaled = any(
+                    u.kind == "unscale" and u.optimizer == p.optimizer and b.seq < u.seq < p.seq and u.co_occurs(p)
+                    for u in f.events
+                )
+                why = (
+                    "inf/NaN steps are not skipped"
+                    if unscaled
+                    else "its gradients come from a scaled backward"
+                )
                 yield self.diagnostic(
                     model,
                     p.node,
-                    f"`{p.optimizer}.step()` bypasses the GradScaler: its gradients come from a scaled "
-                    f"backward; use `{s}.step({p.optimizer})` (unscales, skips inf/NaN steps)",
+                    f"`{p.optimizer}.step()` bypasses the GradScaler: {why}; "
+                    f"use `{s}.step({p.optimizer})` (unscales, skips inf/NaN steps)",
                     self._fix(model, f, p, b, s),
                     p.stmt,
                 )
