@@ -76,6 +76,10 @@ RULE_MODULES = [
     "amp007_repeated_scaler_update",
     "amp008_repeated_unscale_or_step",
     "amp009_zero_grad_before_step",
+    "amp101_deprecated_amp_api",
+    "amp102_unknown_grad_scaler_attribute",
+    "amp103_autocast_missing_device_type",
+    "amp104_apex_amp",
 ]
 
 
