@@ -80,6 +80,10 @@ RULE_MODULES = [
     "amp102_unknown_grad_scaler_attribute",
     "amp103_autocast_missing_device_type",
     "amp104_apex_amp",
+    "amp201_fp16_autocast_without_scaler",
+    "amp202_half_model_with_scaler",
+    "amp203_scaler_with_bfloat16",
+    "amp301_checkpoint_missing_scaler_state",
 ]
 
 

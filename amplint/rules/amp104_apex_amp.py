@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from amplint.diagnostics import Fix
+from amplint.names import dotted
 from amplint.rules import Invalid, Rule
 
 
@@ -20,6 +21,9 @@ separately compiled extension and is maintained with torch: `torch.autocast` for
 pass and `torch.amp.GradScaler` for loss scaling. apex's O2/O3 levels also cast the model
 to fp16 and keep fp32 master weights, which native AMP does differently (fp32 weights,
 fp16 autocast regions).
+
+apex imported as an optional dependency (`try: from apex import amp` / `except ImportError:`)
+is not reported: that code offers apex as one backend among others.
 
 ## Example
 ```python
@@ -55,12 +59,15 @@ import amp_C
 from apex.optimizers import FusedAdam
 from apex.multi_tensor_apply import multi_tensor_applier
 """,
-        # guarded optional import
+        # an optional backend: guarded import
         """
 try:
     from apex import amp
 except ImportError:
     amp = None
+def backward(loss, optimizer):
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
 """,
     ]
     invalid = [
@@ -82,11 +89,16 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
     ]
 
     def check(self, model):
+        optional = set()  # names bound by `try: from apex import amp / except ImportError:`
+        for imp in model.imports:
+            if imp.ctx.guarded:
+                for a in imp.node.names:
+                    optional.add((a.asname or a.name).split(".")[0])
         for r in model.refs:
             q = r.qualname
             if not (q == "apex.amp" or q.startswith("apex.amp.")) or r.role not in ("call", "decorator"):
                 continue
-            if r.ctx.guarded:
+            if r.ctx.guarded or (dotted(r.node) or [""])[0] in optional:
                 continue
             what = q[len("apex."):]
             fix = Fix(

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import re
+
+from amplint.rules import Invalid, Rule
+from amplint.rules._autocast import autocast_enabled_off, described
+
+FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|scaler|Scaler|apex|loss_scale|LossScale|mmengine|OptimWrapper")
+
+
+class Fp16AutocastWithoutScaler(Rule):
+    code = "AMP201"
+    name = "fp16-autocast-without-scaler"
+    summary = "A CUDA float16 autocast training loop with no GradScaler"
+    docs = """
+## What it does
+Checks for a training loop (it calls `backward()` and steps an optimizer) whose forward pass
+runs under CUDA autocast with float16, in a file that uses no GradScaler and no framework
+that scales the loss (Accelerate, DeepSpeed, Lightning, apex, mmengine).
+
+## Why is this bad?
+CUDA autocast defaults to float16 (`torch.get_autocast_dtype('cuda')`), whose smallest
+normal value is 6e-5: small activation gradients underflow to zero and large ones overflow
+to inf, and without a GradScaler nothing rescales them or skips the inf steps. bfloat16 has
+float32's range and needs no scaler, so loops with `dtype=torch.bfloat16` (and CPU autocast,
+whose default is bfloat16) are not reported.
+
+## Example
+```python
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+```
+
+Use instead:
+```python
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+```
+or `torch.autocast("cuda", dtype=torch.bfloat16)` on hardware that supports it.
+
+## Fix safety
+No fix: where the scaler is created, whether a checkpoint must carry its state and how it
+interacts with gradient clipping and accumulation are decisions the fix cannot make.
+"""
+    valid = [
+        # bf16
+        """
+import torch
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        # with a scaler
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        # inference only
+        """
+import torch
+for x in loader:
+    with torch.no_grad(), torch.autocast("cuda"):
+        preds.append(model(x))
+""",
+        # CPU autocast (bf16 by default), unknown device
+        """
+import torch
+for x, y in loader:
+    with torch.autocast("cpu"):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    with torch.autocast(device_type):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        # accelerate scales the loss
+        """
+import torch
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    accelerator.backward(loss)
+    optimizer.step()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        ),
+        Invalid(
+            """
+import torch
+def train(model, loader, optimizer):
+    for x, y in loader:
+        with torch.cuda.amp.autocast(enabled=True):
+            loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        if not model.autocast_calls or FRAMEWORK.search(model.source):
+            return
+        for call, f, ctx, stmt in model.autocast_calls:
+            if not ctx.loops or autocast_enabled_off(call):
+                continue
+            dev, dtype = described(model, call, f)
+            if dev != "cuda" or dtype != "float16":
+                continue
+            loop = ctx.loops[-1]
+            backs = [e for e in f.events if e.kind == "backward" and loop in e.loops]
+            steps = [e for e in f.events if e.kind == "opt_step" and loop in e.loops]
+            if not backs or not any(p.seq > b.seq for b in backs for p in steps):
+                continue
+            yield self.diagnostic(
+                model,
+                call,
+                "float16 autocast in a training loop with no GradScaler: small gradients underflow to zero and "
+                "inf/NaN steps are applied; add `torch.amp.GradScaler(\"cuda\")` (scale/step/update) or use "
+                "`dtype=torch.bfloat16`",
+                None,
+                stmt,
+            )
