@@ -3,39 +3,105 @@
 from __future__ import annotations
 
 import os
+import signal
+import stat as stat_mod
+import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 import multiprocessing
 
 from amplint.cache import Cache, content_hash
 from amplint.diagnostics import FileError, FileResult
 from amplint import engine
 from amplint.engine import analyze_bytes
+from amplint.screen import may_contain_amp
 
 SERIAL_BELOW = 24  # files to analyse; below this a pool costs more than it saves
 
 
-def _work(path: str, known_digest: str | None = None):
+DEFAULT_PER_FILE_TIMEOUT = 30.0  # seconds; `--per-file-timeout`, 0 disables
+
+
+class _Timeout(BaseException):  # not an Exception: the engine's per-rule containment must not catch it
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout
+
+
+def _analyze_within(data: bytes, path: str, timeout: float | None) -> FileResult:
+    """analyze_bytes under a per-file time budget (SIGALRM; POSIX main thread only). A budget
+    cannot interrupt one long C call (the parse itself), only the model and the rules."""
+    if not may_contain_amp(data):  # most files: no timer, no signal handler (issue 8)
+        return FileResult(path)
+    if not timeout or timeout <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return analyze_bytes(data, path)
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return analyze_bytes(data, path)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Timeout:
+        return FileResult(path, errors=[FileError("AMP901", f"timeout: analysis took longer than {timeout:g} s (see --per-file-timeout)")])
+    finally:
+        signal.signal(signal.SIGALRM, old)
+
+
+def _work(path: str, known_digest: str | None = None, timeout: float | None = None, hash_it: bool = True):
     """Read, screen and analyse one file in a worker. Returns (path, stat, digest, result);
     result is None when the content matches ``known_digest`` (cached: not re-analysed)."""
     try:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK: a FIFO named x.py must not block the run; only regular files are read
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
+            if stat_mod.S_ISDIR(st.st_mode):
+                return path, None, None, FileResult(path, errors=[FileError("E902", "Is a directory")])
+            if not stat_mod.S_ISREG(st.st_mode):
+                return path, None, None, FileResult(path, errors=[FileError("E902", "Not a regular file")])
             data = fh.read()
     except OSError as exc:
         return path, None, None, FileResult(path, errors=[FileError("E902", exc.strerror or str(exc))])
-    if os.path.isdir(path):
-        return path, None, None, FileResult(path, errors=[FileError("E902", "Is a directory")])
-    digest = content_hash(data)
-    if known_digest == digest:
+    digest = content_hash(data) if hash_it else None  # --no-cache: nothing to key
+    if known_digest is not None and known_digest == digest:
         return path, (st.st_mtime_ns, st.st_size), digest, None
-    return path, (st.st_mtime_ns, st.st_size), digest, analyze_bytes(data, path)
+    return path, (st.st_mtime_ns, st.st_size), digest, _analyze_within(data, path, timeout)
 
 
-def _work_chunk(items):
-    return [_work(p, d) for p, d in items]
+def _work_safe(path: str, known_digest: str | None = None, timeout: float | None = None, hash_it: bool = True):
+    try:
+        return _work(path, known_digest, timeout, hash_it)
+    except Exception as exc:  # e.g. MemoryError outside the engine's per-rule containment
+        from amplint.engine import _internal
+
+        return path, None, None, FileResult(path, errors=[_internal("worker", exc)])
 
 
-def run(files: list[str], cache: Cache | None, jobs: int | None = None) -> list[FileResult]:
+def _work_chunk(items, timeout: float | None = None, hash_it: bool = True):
+    return [_work_safe(p, d, timeout, hash_it) for p, d in items]
+
+
+def _isolated(items, timeout, ctx) -> list:
+    """A worker process died (killed, out of memory, a crash in C) and took the pool with it:
+    re-run the files it left unfinished one per process, so only the file that kills a worker
+    is reported (AMP900) and every other file is still checked."""
+    from amplint.engine import BUG_HINT
+
+    outs = []
+    for p, d in items:
+        try:
+            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                outs.append(pool.submit(_work_safe, p, d, timeout).result())
+        except BrokenProcessPool:
+            msg = f"internal error: the worker process checking this file died ({BUG_HINT})"
+            outs.append((p, None, None, FileResult(p, errors=[FileError("AMP900", msg, internal=True)])))
+    return outs
+
+
+def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout: float | None = DEFAULT_PER_FILE_TIMEOUT) -> list[FileResult]:
     results: dict[str, FileResult] = {}
     todo: list[tuple[str, str | None]] = []
     for p in files:
@@ -54,7 +120,7 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None) -> list[
             todo.append((p, None))
     jobs = jobs or os.cpu_count() or 1
     if len(todo) < SERIAL_BELOW or jobs == 1:
-        outs = [_work(p, d) for p, d in todo]
+        outs = [_work_safe(p, d, timeout, cache is not None) for p, d in todo]
     else:
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         n = max(1, min(64, len(todo) // (jobs * 8)))
@@ -62,12 +128,20 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None) -> list[
         with ProcessPoolExecutor(
             max_workers=jobs, mp_context=ctx, initializer=engine.configure, initargs=(engine.TARGET_TORCH_VERSION,)
         ) as pool:
-            outs = [o for chunk in pool.map(_work_chunk, chunks) for o in chunk]
+            futures = [pool.submit(_work_chunk, chunk, timeout, cache is not None) for chunk in chunks]
+            outs, lost = [], []
+            for chunk, fut in zip(chunks, futures):
+                try:
+                    outs.extend(fut.result())
+                except BrokenProcessPool:
+                    lost.extend(chunk)
+        if lost:
+            outs.extend(_isolated(lost, timeout, ctx))
     for path, stat, digest, result in outs:
         if cache is not None and stat is not None:
             if result is None:
                 result = cache.lookup_hash(path, digest)
-            if not any(e.internal for e in result.errors):
+            if not any(e.internal or e.code == "AMP901" for e in result.errors):
                 cache.store(path, stat[0], stat[1], digest, result)
         results[path] = result
     if cache is not None:

@@ -1,0 +1,310 @@
+"""Speed infrastructure (issue 8): cache correctness, parallel determinism, lazy imports,
+the discovery fast path and the pre-screen. Behaviour only; nothing here is timed."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pathspec
+import pytest
+
+from amplint import cache as cache_mod
+from amplint import runner
+from amplint.cache import Cache
+from amplint.discover import _FastSpec
+
+BAD = textwrap.dedent(
+    """\
+    import torch
+
+    def train(model, loader, optimizer):
+        scaler = torch.amp.GradScaler("cuda")
+        for x, y in loader:
+            optimizer.zero_grad()
+            with torch.autocast(device_type="cuda", dtype=torch.float16):
+                loss = model(x, y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+    """
+)
+PLAIN = "def add(a, b):\n    return a + b\n"
+
+
+def amplint(*args, cwd, check=False):
+    p = subprocess.run(
+        [sys.executable, "-m", "amplint", "check", "--output-format", "concise", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+    )
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+@pytest.fixture()
+def proj(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.amplint]\n")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for i in range(6):
+        (pkg / f"bad{i}.py").write_text(BAD)
+        (pkg / f"plain{i}.py").write_text(PLAIN)
+    return tmp_path
+
+
+@pytest.fixture()
+def counted(monkeypatch):
+    """Record every file the runner actually analyses (serial runs: same process)."""
+    seen: list[str] = []
+    real = runner._analyze_within  # screen + parse + model + rules of one file's bytes
+
+    def spy(data, path, timeout):
+        seen.append(os.path.basename(path))
+        return real(data, path, timeout)
+
+    monkeypatch.setattr(runner, "_analyze_within", spy)
+    return seen
+
+
+def _files(proj):
+    return sorted(str(p) for p in (proj / "pkg").glob("*.py"))
+
+
+def _summary(results):
+    return [(r.path, [(d.code, d.row, d.col) for d in r.diagnostics], [e.code for e in r.errors]) for r in results]
+
+
+# ---------------------------------------------------------------------------- cache
+
+
+def test_warm_run_reuses_results_and_reanalyses_only_changed_files(proj, counted, tmp_path):
+    files = _files(proj)
+    cdir = str(tmp_path / "cache")
+    cold = runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    assert len(counted) == len(files)
+    counted.clear()
+    warm = runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    assert counted == []
+    assert _summary(warm) == _summary(cold)
+    assert any(r.diagnostics for r in warm)
+
+    changed = proj / "pkg" / "bad0.py"
+    changed.write_text(BAD.replace("scaler.step(optimizer)", "scaler.step(optimizer)\n            scaler.update()"))
+    st = changed.stat()
+    os.utime(changed, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    third = runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    assert counted == ["bad0.py"]
+    assert dict((r.path, r.diagnostics) for r in third)[str(changed)] == []
+
+
+def test_touched_but_unchanged_file_is_not_reanalysed(proj, counted, tmp_path):
+    files = _files(proj)
+    cdir = str(tmp_path / "cache")
+    runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    counted.clear()
+    p = proj / "pkg" / "bad1.py"
+    st = p.stat()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 5 * 10**9))  # same bytes, new mtime
+    runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    assert counted == []  # the content hash matched
+
+
+def test_settings_and_version_invalidate(proj, counted, tmp_path, monkeypatch):
+    files = _files(proj)
+    cdir = str(tmp_path / "cache")
+    runner.run(files, Cache(cdir, str(proj), "torch=2.4;preview=False"), jobs=1)
+    counted.clear()
+    runner.run(files, Cache(cdir, str(proj), "torch=2.1;preview=False"), jobs=1)
+    assert len(counted) == len(files)
+    counted.clear()
+    monkeypatch.setattr(cache_mod, "__version__", "999.0")
+    c = Cache(cdir, str(proj), "torch=2.4;preview=False")
+    assert os.path.basename(c.dir) == "999.0"
+    runner.run(files, c, jobs=1)
+    assert len(counted) == len(files)
+
+
+def test_corrupt_cache_file_is_ignored(proj, tmp_path, counted):
+    files = _files(proj)
+    cdir = str(tmp_path / "cache")
+    c = Cache(cdir, str(proj), "fp")
+    runner.run(files, c, jobs=1)
+    Path(c.path).write_bytes(b"\x80\x04garbage")
+    counted.clear()
+    again = runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    assert len(counted) == len(files) and any(r.diagnostics for r in again)
+
+
+def test_cli_no_cache_writes_nothing_and_cache_dir_options(proj):
+    base = amplint("--no-cache", ".", cwd=proj)
+    assert base.returncode == 1 and "AMP001" in base.stdout
+    assert not (proj / ".amplint_cache").exists()
+
+    default = amplint(".", cwd=proj)
+    assert default.stdout == base.stdout
+    assert list((proj / ".amplint_cache").glob("*/*.pickle"))
+    assert (proj / ".amplint_cache" / "CACHEDIR.TAG").is_file()
+
+    flag = amplint("--cache-dir", "elsewhere", ".", cwd=proj)
+    assert flag.stdout == base.stdout
+    assert list((proj / "elsewhere").glob("*/*.pickle"))
+
+    (proj / "pyproject.toml").write_text('[tool.amplint]\ncache-dir = "from-config"\n')
+    cfg = amplint(".", cwd=proj)
+    assert cfg.stdout == base.stdout
+    assert list((proj / "from-config").glob("*/*.pickle"))
+
+
+def test_concurrent_runs_do_not_corrupt_the_cache(proj, tmp_path):
+    for i in range(30):
+        (proj / "pkg" / f"more{i}.py").write_text(BAD if i % 2 else PLAIN)
+    cdir = str(tmp_path / "shared-cache")
+    expected = amplint("--no-cache", ".", cwd=proj).stdout
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "amplint", "check", "--output-format", "concise", "--cache-dir", cdir, "."],
+            cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for out, err in outs:
+        assert out == expected, err
+    pickles = list(Path(cdir).glob("*/*.pickle"))
+    assert len(pickles) == 1 and not list(Path(cdir).glob("*/*.tmp"))
+    with open(pickles[0], "rb") as fh:
+        assert isinstance(pickle.load(fh), dict)
+    assert amplint("--cache-dir", cdir, ".", cwd=proj).stdout == expected
+
+
+# ---------------------------------------------------------------------------- parallel
+
+
+def test_parallel_output_equals_serial(proj):
+    for i in range(40):  # above runner.SERIAL_BELOW, so the pool is used
+        (proj / "pkg" / f"extra{i:02d}.py").write_text(BAD if i % 3 else PLAIN)
+    assert len(list((proj / "pkg").glob("*.py"))) > runner.SERIAL_BELOW
+    for fmt in ("concise", "json"):
+        serial = amplint("--no-cache", "-j", "1", "--output-format", fmt, ".", cwd=proj)
+        parallel = amplint("--no-cache", "-j", "2", "--output-format", fmt, ".", cwd=proj)
+        assert parallel.stdout == serial.stdout
+        assert parallel.returncode == serial.returncode == 1
+
+
+def test_runner_pool_results_in_input_order(proj):
+    for i in range(40):
+        (proj / "pkg" / f"x{i:02d}.py").write_text(BAD if i % 2 else PLAIN)
+    files = sorted(str(p) for p in (proj / "pkg").glob("*.py"))[::-1]
+    par = runner.run(files, None, jobs=2)
+    ser = runner.run(files, None, jobs=1)
+    assert [r.path for r in par] == files
+    assert _summary(par) == _summary(ser)
+
+
+# ---------------------------------------------------------------------------- imports
+
+
+def test_check_path_imports_neither_torch_nor_libcst(tmp_path):
+    f = tmp_path / "train.py"
+    f.write_text(BAD)
+    probe = textwrap.dedent(
+        f"""
+        import atexit, sys
+        def report():
+            heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "libcst", "numpy"))
+            sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
+        atexit.register(report)
+        from amplint.cli import main
+        main(["check", "--no-cache", {str(f)!r}])
+        """
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr  # findings
+    assert "AMP001" in p.stdout
+    line = [ln for ln in p.stderr.splitlines() if ln.startswith("HEAVY=")]
+    assert line == ["HEAVY="], p.stderr
+
+
+# ---------------------------------------------------------------------------- discovery
+
+
+PATTERNS = [
+    "build/", "*.pyc", "!keep.pyc", "/docs/_build", "docs/*.py", ".venv", "node_modules/", "*.py[cod]",
+    "a/**/b.py", "**/gen_*.py", "!gen_keep.py", "data[0-9]/", "tmp?", "\\#weird.py", "sub/dir/", "*.egg-info/",
+    "x/*/y/", "!build/keep/", "logs", "[!a]bc.py",
+]
+PATHS = [
+    "build/", "build/x.py", "src/build/", "src/build/m.py", "a.pyc", "d/keep.pyc", "docs/_build/", "docs/conf.py",
+    "docs/sub/conf.py", "pkg/.venv/", ".venv/lib/x.py", "node_modules", "node_modules/", "m.pyo", "a/x/y/b.py",
+    "a/b.py", "gen_x.py", "p/gen_keep.py", "data1/", "data1", "datax/", "tmp1", "tmp12", "#weird.py", "sub/dir/",
+    "q/sub/dir/", "sub/dir", "z.egg-info/", "x/q/y/", "x/q/r/y/", "build/keep/", "logs/", "p/logs", "xbc.py",
+    "abc.py", "a/bc.py", "plain.py", "deep/er/plain.py",
+]
+
+
+@pytest.mark.parametrize("n", range(0, len(PATTERNS) + 1, 3))
+def test_fast_spec_equals_pathspec(n):
+    lines = PATTERNS[:n] + PATTERNS[n:][::-1][: n // 2]
+    ref = pathspec.GitIgnoreSpec.from_lines(lines)
+    fast = _FastSpec(lines)
+    for path in PATHS:
+        assert fast.match(path) == ref.match_file(path), (lines, path)
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        parent = path.rstrip("/").rsplit("/", 1)[0] + "/" if "/" in path.rstrip("/") else ""
+        anc = fast.ancestors_hit(parent)
+        assert fast.match(path, name, path.endswith("/"), anc) == ref.match_file(path), (lines, path)
+
+
+def test_discovery_honours_gitignore_and_excludes(tmp_path):
+    from amplint.discover import discover
+    from amplint.settings import Settings
+
+    (tmp_path / ".gitignore").write_text("gen/\n*_pb2.py\n!keep_pb2.py\n")
+    for rel in ["a.py", "gen/x.py", "m_pb2.py", "keep_pb2.py", "sub/.gitignore", "sub/b.py", "sub/skip.py",
+                "venv/x.py", "deep/build/y.py", "deep/z.py"]:
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("skip.py\n" if rel.endswith(".gitignore") else "")
+    s = Settings(root=str(tmp_path), extend_exclude=("build",))
+    got = sorted(os.path.relpath(f, tmp_path) for f in discover([str(tmp_path)], s).files)
+    assert got == ["a.py", "deep/z.py", "keep_pb2.py", "sub/b.py"]
+
+
+# ---------------------------------------------------------------------------- screen
+
+
+SCREEN_NEGATIVE = [
+    PLAIN,
+    "def step(s, opt):\n    s.step(opt)\n    s.update()\n",
+    "class LossScaler:\n    def update_scale(self, overflow):\n        self.scaler = 2.0\n",
+    "from apex.normalization import FusedLayerNorm\n",
+    "x = 'apex predator'\n",
+]
+
+
+@pytest.mark.parametrize("src", SCREEN_NEGATIVE)
+def test_screened_out_files_have_no_findings_when_analysed(src):
+    """The screen is an optimisation only: what it rejects, the full analysis finds nothing in."""
+    from amplint.engine import analyze_text
+    from amplint.screen import may_contain_amp
+
+    assert not may_contain_amp(src.encode())
+    r = analyze_text(src, "x.py")
+    assert r.diagnostics == [] and r.errors == []
+
+
+def test_fixtures_rejected_by_the_screen_have_no_findings():
+    from amplint.engine import analyze_text
+    from amplint.screen import may_contain_amp
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    checked = 0
+    for p in sorted(root.rglob("*.py")):
+        data = p.read_bytes()
+        if not may_contain_amp(data):
+            checked += 1
+            assert analyze_text(data.decode("utf-8"), str(p)).diagnostics == [], p
+    assert root.is_dir()
