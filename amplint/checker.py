@@ -41,6 +41,7 @@ class Options:
     show_files: bool
     quiet: bool
     jobs: int | None
+    per_file_timeout: float | None = None  # None: runner's default (30 s); 0: no budget
 
     @classmethod
     def from_cli(cls, kw: dict) -> "Options":
@@ -74,6 +75,7 @@ class Options:
             show_files=kw["show_files"],
             quiet=kw["quiet"],
             jobs=kw["jobs"],
+            per_file_timeout=kw.get("per_file_timeout"),
         )
 
 
@@ -136,7 +138,7 @@ class Filter:
 def _lines_of(path: str, text_cache: dict) -> list[str] | None:
     if path in text_cache:
         return text_cache[path]
-    from amplint.source import SourceError, read_source
+    from amplint.source import SourceError, read_source, split_lines
 
     try:
         text = read_source(path).text
@@ -144,7 +146,7 @@ def _lines_of(path: str, text_cache: dict) -> list[str] | None:
             from amplint.notebook import virtual_text
 
             text = virtual_text(text, path)
-        lines = text.splitlines(keepends=True)
+        lines = split_lines(text)
     except SourceError:
         lines = None
     text_cache[path] = lines
@@ -183,7 +185,10 @@ def run_check(opts: Options) -> int:
 
     from amplint.runner import run
 
-    results = run(found.files, cache, opts.jobs)
+    if opts.per_file_timeout is None:
+        results = run(found.files, cache, opts.jobs)
+    else:
+        results = run(found.files, cache, opts.jobs, timeout=opts.per_file_timeout)
     for p in found.missing:
         results.append(FileResult(p, errors=[FileError("E902", "No such file or directory")]))
 
@@ -209,7 +214,7 @@ def run_check(opts: Options) -> int:
         for e in r.errors:
             internal = internal or e.internal
             messages.append(
-                Message(r.path, e.code, e.message, e.row, e.col, e.row, e.col, is_error=True, name="internal-error" if e.internal else ("io-error" if e.code == "E902" else "syntax-error"))
+                Message(r.path, e.code, e.message, e.row, e.col, e.row, e.col, is_error=True, name="internal-error" if e.internal else ("io-error" if e.code == "E902" else ("timeout" if e.code == "AMP901" else "syntax-error")))
             )
         for d in r.diagnostics:
             if d.code not in enabled:
@@ -298,7 +303,7 @@ def _emit(text: str, output_file: str | None) -> None:
     if output_file:
         d = os.path.dirname(os.path.abspath(output_file))
         os.makedirs(d, exist_ok=True)
-        with open(output_file, "w", encoding="utf-8") as fh:
+        with open(output_file, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
     else:
         sys.stdout.write(text)
@@ -332,7 +337,7 @@ def _attach_edits(messages: list[Message]) -> None:
 
 def _run_stdin(opts: Options, settings: Settings, enabled: set[str]) -> int:
     from amplint.engine import analyze_text
-    from amplint.source import SourceError, decode
+    from amplint.source import SourceError, decode, split_lines
 
     data = sys.stdin.buffer.read()
     name = opts.stdin_filename or "-"
@@ -352,15 +357,19 @@ def _run_stdin(opts: Options, settings: Settings, enabled: set[str]) -> int:
     if opts.fix:
         from amplint.fixer import fix_text
 
-        new, n, _ = fix_text(text, name, lambda d, lines: filt.keep(name, d, lines) and _applicable(d, opts.unsafe_fixes))
+        try:
+            new, n, _ = fix_text(text, name, lambda d, lines: filt.keep(name, d, lines) and _applicable(d, opts.unsafe_fixes))
+        except Exception as exc:  # the fixer failed (e.g. recursion limit): echo the input unchanged
+            click.echo(f"error: {name}: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
+            new, n = text, 0
         sys.stdout.buffer.write(new.encode(encoding))
         result = analyze_text(new, name)
-        remaining = [d for d in result.diagnostics if filt.keep(name, d, new.splitlines(keepends=True))]
+        remaining = [d for d in result.diagnostics if filt.keep(name, d, split_lines(new))]
         if opts.exit_zero:
             return 0
         return 1 if remaining or (opts.exit_non_zero_on_fix and n) else 0
     result = analyze_text(text, name)
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     from amplint.rules import ALL_RULES
 
     messages = [

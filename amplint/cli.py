@@ -75,6 +75,7 @@ def _common_options(f):
         click.option("--show-files", is_flag=True, help="List the files that would be checked, and exit."),
         click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
         click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: one per core)."),
+        click.option("--per-file-timeout", type=click.FloatRange(min=0), default=None, help="Seconds one file's analysis may take before it is reported as AMP901 (default: 30; 0: no limit)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -103,7 +104,19 @@ def _split(v: str | None) -> tuple[str, ...] | None:
     return tuple(s.strip() for s in v.split(",") if s.strip())
 
 
+def _safe_streams() -> None:
+    """A file name that is not valid in the output encoding (undecodable bytes on POSIX, or
+    non-ASCII under an ASCII/cp1252 console) must not crash the report: escape it instead."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
 def _run(**kw) -> int:
+    _safe_streams()
     try:
         from amplint.checker import Options, run_check
 

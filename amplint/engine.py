@@ -34,7 +34,8 @@ def syntax_error(exc: BaseException) -> FileError:
     if isinstance(exc, RecursionError):
         return FileError("E999", "SyntaxError: too deeply nested to parse (recursion limit)")
     if isinstance(exc, MemoryError):
-        return FileError("E999", "SyntaxError: out of memory while parsing")
+        # CPython's parser raises a bare MemoryError when its stack overflows (e.g. 100k unary minus)
+        return FileError("E999", "SyntaxError: too deeply nested or too large to parse (parser stack overflow)")
     return FileError("E999", f"SyntaxError: {exc}")
 
 
@@ -79,7 +80,7 @@ def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
             for d in rule.check(model):
                 result.diagnostics.append(replace(d, path=path))
         except RecursionError:
-            result.errors.append(FileError(rule.code, f"{rule.code}: too deeply nested to analyse (recursion limit)"))
+            result.errors.append(FileError("E999", f"{rule.code}: too deeply nested to analyse (recursion limit)"))
         except Exception as exc:
             result.errors.append(_internal(rule.code, exc))
     result.diagnostics.sort(key=lambda d: d.sort_key)

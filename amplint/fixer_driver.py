@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from amplint.diagnostics import FileError, FileResult
 from amplint.report import Message
+from amplint.source import split_lines
 
 
 def fix_files(results: list[FileResult], opts, filt, text_cache):
@@ -38,7 +39,7 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
                 out.append(r)
                 continue
             src = nb.as_source(src)
-        lines0 = src.text.splitlines(keepends=True)
+        lines0 = split_lines(src.text)
 
         def want(d, _path=r.path):
             if d.fix is None:
@@ -55,7 +56,19 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
             if not any(want(d) and filt.keep(r.path, d, lines0) for d in r.diagnostics):
                 out.append(r)
                 continue
-            new_text, n, converged = fix_text(src.text, r.path, lambda d, lines: want(d) and filt.keep(r.path, d, lines))
+            try:
+                new_text, n, converged = fix_text(src.text, r.path, lambda d, lines: want(d) and filt.keep(r.path, d, lines))
+            except RecursionError:
+                # legal code nested deeper than LibCST's recursive visitors can go: leave it alone
+                failures.append(Message(r.path, "E999", "cannot fix: too deeply nested for the fixer (recursion limit); left untouched", 1, 0, 1, 0, is_error=True, name="syntax-error"))
+                out.append(r)
+                continue
+            except Exception as exc:  # an internal error in the fixer: contain it to this file
+                from amplint.engine import _internal
+
+                err = _internal("fixer", exc)
+                out.append(FileResult(r.path, r.diagnostics, [*r.errors, err]))
+                continue
             if not converged:
                 import click
 
@@ -81,18 +94,18 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
             failures.append(Message(r.path, "E902", "file changed on disk while fixing; left untouched", 1, 0, 1, 0, is_error=True))
             out.append(r)
             continue
-        except (SourceError, OSError) as exc:
+        except (SourceError, OSError, UnicodeError) as exc:
             failures.append(Message(r.path, "E902", f"cannot write fixes: {getattr(exc, 'strerror', None) or exc}", 1, 0, 1, 0, is_error=True))
             out.append(r)
             continue
         fixed_total += n
-        text_cache[r.path] = new_text.splitlines(keepends=True)
+        text_cache[r.path] = split_lines(new_text)
         out.append(analyze_text(new_text, r.path))
     return out, fixed_total, diffs, failures
 
 
 def _add_noqa(text: str, r: FileResult, filt) -> tuple[str, int]:
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     per_row: dict[int, set[str]] = {}
     for d in r.diagnostics:
         if not filt.keep(r.path, d, lines):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Iterator
 
+from amplint.source import split_lines
 from amplint.names import (
     GRAD_SCALER_API,
     add_import,
@@ -241,7 +242,7 @@ class FileModel:
     def __init__(self, source: str, tree: ast.Module):
         self.source = source
         self.tree = tree
-        self.lines = source.splitlines(keepends=True)
+        self.lines = split_lines(source)  # rows as the parser counts them (not str.splitlines)
         self.module_scope: dict[str, str] = {}
         self.funcs: list[Func] = []
         self.classes: dict[str, ClassInfo] = {}
@@ -266,7 +267,8 @@ class FileModel:
         return self._seq
 
     def text(self, node: ast.AST) -> str:
-        seg = ast.get_source_segment(self.source, node)
+        # ast.get_source_segment re-splits the whole source on every call (quadratic on a 1 MB line)
+        seg = _segment(self.lines, node)
         return seg if seg is not None else ast.unparse(node)
 
     def char_col(self, lineno: int, col: int) -> int:
@@ -1025,6 +1027,26 @@ class _Walker:
                     self.expr(child, ctx, stmt, role=child_role)
                 elif isinstance(child, ast.keyword):
                     self.expr(child.value, ctx, stmt)
+
+
+def _cut(line: str, start: int | None, end: int | None) -> str:
+    if line.isascii():
+        return line[start:end]
+    return line.encode("utf-8")[start:end].decode("utf-8", errors="replace")
+
+
+def _segment(lines: list[str], node: ast.AST) -> str | None:
+    """ast.get_source_segment over pre-split lines (ast offsets are UTF-8 byte columns)."""
+    try:
+        row, erow = node.lineno - 1, node.end_lineno - 1
+        col, ecol = node.col_offset, node.end_col_offset
+    except (AttributeError, TypeError):
+        return None
+    if erow is None or ecol is None or row < 0 or erow >= len(lines) or erow < row:
+        return None
+    if row == erow:
+        return _cut(lines[row], col, ecol)
+    return "".join([_cut(lines[row], col, None), *lines[row + 1 : erow], _cut(lines[erow], None, ecol)])
 
 
 def _match_rows(source: str, pattern: re.Pattern) -> list[int]:

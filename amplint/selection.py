@@ -8,7 +8,7 @@ import os
 from amplint.settings import ConfigError, Settings
 
 # Codes reported for files that could not be checked; always on.
-ERROR_CODES = {"E902", "E999", "AMP900"}
+ERROR_CODES = {"E902", "E999", "AMP900", "AMP901"}
 
 
 def _expand(prefix: str, codes: list[str], where: str) -> set[str]:

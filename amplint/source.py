@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat as stat_mod
 import tempfile
 import tokenize
 from dataclasses import dataclass
@@ -42,10 +43,21 @@ def decode(data: bytes) -> tuple[str, str]:
     return text, encoding
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split where Python splits them: at \\n, \\r\\n and \\r only.
+    (str.splitlines also splits at form feeds, \\x1c-\\x1e, \\x85 and \\u2028/9, which Python
+    source may hold inside a line; row numbers would then disagree with the parser's.)"""
+    return io.StringIO(text, newline="").readlines()
+
+
 def read_source(path: str) -> Source:
     try:
-        with open(path, "rb") as fh:
+        # O_NONBLOCK and the S_ISREG check: a FIFO or a device named x.py must not hang the run
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb") as fh:
             st = os.fstat(fh.fileno())
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise SourceError("Is a directory" if stat_mod.S_ISDIR(st.st_mode) else "Not a regular file")
             data = fh.read()
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
@@ -62,18 +74,18 @@ class ChangedOnDisk(Exception):
 
 
 def atomic_write(src: Source, new_text: str) -> None:
-    """Replace ``src.path`` with ``new_text`` unless the file changed since it was read."""
+    """Replace ``src.path`` with ``new_text`` unless the file changed since it was read.
+
+    A symlink is kept: its target is rewritten. The new content goes to a hidden
+    ``.amplint-*.tmp`` beside the target and is renamed over it, so a crash at any point
+    leaves the original intact (a hard kill may leave the temp file behind)."""
     data = encode(new_text, src.encoding)
-    path = src.path
+    path = os.path.realpath(src.path)  # write through symlinks, never replace the link itself
+    directory = os.path.dirname(path)
     try:
-        with open(path, "rb") as fh:
-            current = fh.read()
+        st = os.stat(path)
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
-    if current != src.data:
-        raise ChangedOnDisk(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    st = os.stat(path)
     fd, tmp = tempfile.mkstemp(prefix=".amplint-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -85,6 +97,14 @@ def atomic_write(src: Source, new_text: str) -> None:
             os.chown(tmp, st.st_uid, st.st_gid)
         except OSError:
             pass
+        # compare as late as possible: a change made while we fixed is never overwritten
+        try:
+            with open(path, "rb") as fh:
+                current = fh.read()
+        except OSError as exc:
+            raise SourceError(exc.strerror or str(exc)) from None
+        if current != src.data:
+            raise ChangedOnDisk(src.path)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -1,0 +1,138 @@
+"""Helpers for the robustness suite: hostile trees and the real entry point, optionally with
+faults injected into the amplint process (and, through fork, into its workers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# A file amplint must flag (AMP001: scaler.step() without scaler.update()).
+FLAGGED = textwrap.dedent(
+    """\
+    import torch
+
+    scaler = torch.amp.GradScaler("cuda")
+    for x in data:
+        with torch.autocast("cuda"):
+            loss = model(x)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+    """
+)
+FLAGGED_ROW = 8  # the row of `scaler.step(opt)` in FLAGGED
+FIXED = FLAGGED + "    scaler.update()\n"
+
+HUMAN = ("full", "concise")
+FORMATS = ["full", "concise", "json", "json-lines", "github"]
+
+
+def extra_formats() -> list[str]:
+    """sarif/gitlab/junit when amplint/formats_extra.py exists (a colleague adds it)."""
+    try:
+        from amplint import formats_extra  # noqa: F401
+    except ImportError:
+        return []
+    return [f for f in ("sarif", "gitlab", "junit") if f in getattr(formats_extra, "FORMATTERS", {})]
+
+
+def _env(env=None) -> dict:
+    e = dict(os.environ)
+    for k in ("AMPLINT_OUTPUT_FORMAT", "AMPLINT_CACHE_DIR"):
+        e.pop(k, None)
+    e["PYTHONPATH"] = REPO + os.pathsep + e.get("PYTHONPATH", "")
+    if env:
+        e.update(env)
+    return e
+
+
+def run(*args, cwd=None, env=None, timeout=120, input=None):
+    """`python -m amplint ARGS` (bytes in, text out with surrogateescape: odd file names survive)."""
+    p = subprocess.run(
+        [sys.executable, "-m", "amplint", *map(str, args)],
+        cwd=cwd, env=_env(env), capture_output=True, timeout=timeout, input=input,
+    )
+    return _decode(p)
+
+
+def run_patched(prelude: str, *args, cwd=None, env=None, timeout=120):
+    """Run the CLI in a fresh interpreter after executing ``prelude`` (which monkeypatches
+    amplint or the os module). Pool workers are forked, so they inherit the patch."""
+    code = prelude + "\nimport sys\nfrom amplint.cli import main\nmain(sys.argv[1:])\n"
+    p = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        cwd=cwd, env=_env(env), capture_output=True, timeout=timeout,
+    )
+    return _decode(p)
+
+
+def _decode(p):
+    p.stdout = p.stdout.decode("utf-8", "surrogateescape")
+    p.stderr = p.stderr.decode("utf-8", "surrogateescape")
+    return p
+
+
+def entries(fmt: str, stdout: str) -> list[tuple[str, str, int]]:
+    """(path, code, row) of every reported entry, parsed from any output format."""
+    out = []
+    if fmt in ("json", "json-lines"):
+        objs = json.loads(stdout) if fmt == "json" else [json.loads(l) for l in stdout.splitlines() if l.strip()]
+        for o in objs:
+            out.append((o["filename"], o["code"], o["location"]["row"]))
+    elif fmt == "github":
+        for line in stdout.splitlines():
+            assert line.startswith("::error "), line
+            props, _, _msg = line[len("::error "):].partition("::")
+            kv = dict(p.split("=", 1) for p in props.split(","))
+            path = kv["file"].replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+            code = kv["title"].replace("%3A", ":").replace("%2C", ",")[len("amplint ("):-1]
+            out.append((path, code, int(kv["line"])))
+    elif fmt in HUMAN:
+        import re
+
+        # `path:row:col: CODE` (a path may itself hold colons, so match from the right)
+        for line in stdout.splitlines():
+            m = re.match(r"^(.*):(\d+):(\d+): ([A-Z]+\d+)\b", line)
+            if m:
+                out.append((m.group(1), m.group(4), int(m.group(2))))
+    elif fmt == "sarif":
+        from urllib.parse import unquote
+
+        for r in json.loads(stdout)["runs"][0]["results"]:
+            loc = r["locations"][0]["physicalLocation"]
+            out.append((unquote(loc["artifactLocation"]["uri"]), r["ruleId"], loc["region"]["startLine"]))
+    elif fmt == "gitlab":
+        for o in json.loads(stdout):
+            out.append((o["location"]["path"], o["check_name"], o["location"]["positions"]["begin"]["line"]))
+    elif fmt == "junit":
+        import xml.etree.ElementTree as ET
+
+        for case in ET.fromstring(stdout).iter("testcase"):
+            for fail in case.iter("failure"):
+                out.append((case.get("file"), fail.get("type"), int(case.get("line"))))
+    else:
+        raise ValueError(fmt)
+    return [(_norm(p), c, r) for p, c, r in out]
+
+
+def _norm(path: str) -> str:
+    path = path.replace(os.sep, "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path
+
+
+def stderr_errors(stderr: str) -> dict[str, str]:
+    """{path: message} of the per-file `error: PATH: MESSAGE` lines on stderr."""
+    out = {}
+    for line in stderr.splitlines():
+        if line.startswith("error: "):
+            rest = line[len("error: "):]
+            path, sep, msg = rest.partition(": ")
+            if sep:
+                out[_norm(path)] = msg
+    return out
