@@ -6,11 +6,12 @@ import os
 import signal
 import stat as stat_mod
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-import multiprocessing
+from typing import TYPE_CHECKING
 
-from amplint.cache import Cache, content_hash
+# concurrent.futures, multiprocessing and hashlib load only when a run needs them: a
+# one-file `amplint check --no-cache` (pre-commit's case) pays for neither (issue 8).
+if TYPE_CHECKING:
+    from amplint.cache import Cache
 from amplint.diagnostics import FileError, FileResult
 from amplint import engine
 from amplint.engine import analyze_bytes
@@ -65,7 +66,12 @@ def _work(path: str, known_digest: str | None = None, timeout: float | None = No
             data = fh.read()
     except OSError as exc:
         return path, None, None, FileResult(path, errors=[FileError("E902", exc.strerror or str(exc))])
-    digest = content_hash(data) if hash_it else None  # --no-cache: nothing to key
+    if hash_it:
+        from amplint.cache import content_hash
+
+        digest = content_hash(data)
+    else:
+        digest = None  # --no-cache: nothing to key
     if known_digest is not None and known_digest == digest:
         return path, (st.st_mtime_ns, st.st_size), digest, None
     return path, (st.st_mtime_ns, st.st_size), digest, _analyze_within(data, path, timeout)
@@ -88,6 +94,9 @@ def _isolated(items, timeout, ctx) -> list:
     """A worker process died (killed, out of memory, a crash in C) and took the pool with it:
     re-run the files it left unfinished one per process, so only the file that kills a worker
     is reported (AMP900) and every other file is still checked."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     from amplint.engine import BUG_HINT
 
     outs = []
@@ -122,6 +131,10 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
     if len(todo) < SERIAL_BELOW or jobs == 1:
         outs = [_work_safe(p, d, timeout, cache is not None) for p, d in todo]
     else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         n = max(1, min(64, len(todo) // (jobs * 8)))
         chunks = [todo[i : i + n] for i in range(0, len(todo), n)]
