@@ -9,7 +9,7 @@ class ApexAmp(Rule):
     code = "AMP104"
     name = "apex-amp"
     summary = "NVIDIA apex's `amp` (`amp.initialize`, `amp.scale_loss`) is deprecated: use `torch.amp`"
-    fix_availability = "sometimes"
+    fix_availability = "always"
     docs = """
 ## What it does
 Checks for calls into NVIDIA apex's mixed-precision API: `apex.amp.initialize(...)`,

@@ -5,7 +5,7 @@ import re
 from amplint.rules import Invalid, Rule
 from amplint.rules._autocast import autocast_enabled_off, described
 
-FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|scaler|Scaler|apex|loss_scale|LossScale|mmengine|OptimWrapper")
+FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
 
 
 class Fp16AutocastWithoutScaler(Rule):
@@ -133,6 +133,8 @@ def train(model, loader, optimizer):
     def check(self, model):
         if not model.autocast_calls or FRAMEWORK.search(model.source):
             return
+        if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
+            return  # a scaler is in use (under any name)
         for call, f, ctx, stmt in model.autocast_calls:
             if not ctx.loops or autocast_enabled_off(call):
                 continue
