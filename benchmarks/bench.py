@@ -461,7 +461,8 @@ def default_profile_python() -> str:
 
 def cmd_profile(args) -> int:
     py = args.python or default_profile_python()
-    argv = [py, "-m", "cProfile", "-s", args.sort, "-m", "amplint", "check", "--no-cache", args.dir]
+    # -j 1: cProfile sees only its own process, so the analysis must run in it
+    argv = [py, "-m", "cProfile", "-s", args.sort, "-m", "amplint", "check", "--no-cache", "-j", "1", args.dir]
     print("$ " + " ".join(shlex.quote(a) for a in argv), flush=True)
     r = run_child(argv, args.timeout)
     if r.spawn_error:
