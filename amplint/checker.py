@@ -90,7 +90,9 @@ def resolve_settings(opts: Options) -> Settings:
             start = next((p for p in opts.paths if p != "-"), None) or os.getcwd()
             if opts.stdin_filename and (not opts.paths or opts.paths == ("-",)):
                 start = opts.stdin_filename
-            start = start if os.path.exists(start) else os.getcwd()
+            start = os.path.abspath(start)
+            while not os.path.exists(start) and os.path.dirname(start) != start:
+                start = os.path.dirname(start)  # an unsaved editor buffer: its would-be directory
             cfg = find_config(start)
         settings = load_settings(cfg)
     changes: dict = {}
@@ -202,6 +204,8 @@ def run_check(opts: Options) -> int:
         from amplint.fixer_driver import fix_files
 
         results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
+        if opts.add_noqa:
+            click.echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
 
     messages: list[Message] = []
     internal = False
@@ -245,6 +249,10 @@ def run_check(opts: Options) -> int:
 
     if fmt in ("json", "json-lines", "sarif", "gitlab") and any(m.fix for m in messages):
         _attach_edits(messages)
+    if any(m.path.endswith(".ipynb") for m in messages):  # rows -> (cell, row in cell)
+        from amplint.notebook import translate_messages
+
+        translate_messages(messages)
     if any(m.path.endswith(".ipynb") for m in messages):  # rows -> (cell, row in cell)
         from amplint.notebook import translate_messages
 

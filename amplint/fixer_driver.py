@@ -107,10 +107,17 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
 def _add_noqa(text: str, r: FileResult, filt) -> tuple[str, int]:
     lines = split_lines(text)
     per_row: dict[int, set[str]] = {}
+    unsafe: set[int] | None = None
     for d in r.diagnostics:
         if not filt.keep(r.path, d, lines):
             continue
-        row = d.stmt_row or d.row
+        # the statement's first line, unless a comment cannot go there (its end is inside a
+        # multi-line string, or it ends with a backslash continuation): then the flagged line
+        if unsafe is None:
+            unsafe = _comment_unsafe_rows(text, lines)
+        row = next((x for x in (d.stmt_row, d.row) if x and x not in unsafe), None)
+        if row is None:
+            continue
         per_row.setdefault(row, set()).add(d.code)
     from amplint.noqa import NOQA, noqa_codes
 
@@ -130,3 +137,19 @@ def _add_noqa(text: str, r: FileResult, filt) -> tuple[str, int]:
         lines[row - 1] = body + nl
         n += len(codes)
     return "".join(lines), n
+
+
+def _comment_unsafe_rows(text: str, lines: list[str]) -> set[int]:
+    """Rows whose end a `# noqa` comment cannot be appended to: inside a token that spans
+    lines (a triple-quoted string), or ending with a backslash continuation."""
+    import io
+    import tokenize
+
+    unsafe = {i for i, line in enumerate(lines, 1) if line.rstrip("\r\n").endswith("\\")}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.end[0] > tok.start[0]:
+                unsafe.update(range(tok.start[0], tok.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return unsafe

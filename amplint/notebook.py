@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from amplint.diagnostics import FileError, FileResult
+from amplint.source import split_lines
 
 CELL_BREAK = "__amplint_cell_break__"
 _BREAK_LINE = re.compile(r"__amplint_cell_break__\r?\n?\Z")
@@ -88,7 +89,7 @@ class Notebook:
     def split(self, virtual: str) -> list[str]:
         """New text of each code cell (magic lines restored) from a fixed virtual module."""
         parts: list[list[str]] = [[]]
-        for line in virtual.splitlines(keepends=True):
+        for line in split_lines(virtual):
             if _BREAK_LINE.match(line):
                 parts.append([])
             else:
@@ -242,7 +243,7 @@ def _mask_cell(text: str, pos: int, masks: dict[int, _Mask]) -> str:
     """The cell with its IPython-only lines replaced by placeholders (same line count)."""
     if not text or _parses(text):
         return text
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
 
     def put(i: int, indent: str) -> None:
         body = lines[i].rstrip("\r\n")
@@ -308,7 +309,7 @@ def load_notebook(text: str, path: str) -> Notebook | None:
             line_map.append(None)
         masked = _with_newline(_mask_cell(src, pos, masks))
         pieces.append(masked)
-        n = len(masked.splitlines())
+        n = len(split_lines(masked))
         line_map.extend((idx + 1, r) for r in range(1, n + 1))
     return Notebook(path, text, data, code_cells, cell_texts, masks, "".join(pieces), line_map)
 
@@ -336,15 +337,15 @@ def analyze_notebook_bytes(data: bytes, path: str) -> FileResult:
     from amplint.screen import may_contain_amp
     from amplint.source import SourceError, decode
 
-    if not may_contain_amp(data):
+    if not may_contain_amp(data):  # the JSON text holds every token the code cells hold
         return FileResult(path)
     try:
         text, _ = decode(data)
         nb = load_notebook(text, path)
     except (SourceError, NotebookError) as exc:
         return FileResult(path, errors=[FileError("E902", str(exc))])
-    if nb is None or not nb.virtual.strip():
-        return FileResult(path)
+    if nb is None or not may_contain_amp(nb.virtual.encode("utf-8", "surrogatepass")):
+        return FileResult(path)  # not Python, or the tokens were only in outputs/markdown
     return analyze_text(nb.virtual, path)
 
 
