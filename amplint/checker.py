@@ -253,10 +253,6 @@ def run_check(opts: Options) -> int:
         from amplint.notebook import translate_messages
 
         translate_messages(messages)
-    if any(m.path.endswith(".ipynb") for m in messages):  # rows -> (cell, row in cell)
-        from amplint.notebook import translate_messages
-
-        translate_messages(messages)
 
     out_stream = None
     if opts.diff:

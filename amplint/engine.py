@@ -114,10 +114,6 @@ def analyze_bytes(data: bytes, path: str) -> FileResult:
         from amplint.notebook import analyze_notebook_bytes
 
         return analyze_notebook_bytes(data, path)
-    if path.endswith(".ipynb"):  # the code cells, joined (amplint.notebook)
-        from amplint.notebook import analyze_notebook_bytes
-
-        return analyze_notebook_bytes(data, path)
     if not may_contain_amp(data):
         return FileResult(path)
     try:

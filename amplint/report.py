@@ -28,7 +28,6 @@ class Message:
     applicable: bool = False  # the fix would be applied with the current flags
     extra: dict = field(default_factory=dict)
     cell: int | None = None  # notebooks: 1-based cell number; row/end_row count lines within the cell
-    cell: int | None = None  # notebooks: 1-based cell number; row/end_row count lines within the cell
 
     @property
     def fixable_marker(self) -> str:
