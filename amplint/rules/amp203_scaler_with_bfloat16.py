@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import re
+
 from amplint.rules import Invalid, Rule
 from amplint.rules._autocast import described
 from amplint.rules._util import scaler_disabled, scaler_text
+
+
+# FP8 training (MS-AMP, Transformer Engine, torchao float8) keeps low-precision gradients that
+# do need the scaler even when the surrounding autocast is bf16.
+FP8 = re.compile(r"msamp|transformer_engine|float8|fp8", re.IGNORECASE)
 
 
 class ScalerWithBfloat16(Rule):
@@ -22,6 +29,9 @@ not underflow and a bf16 loop never overflows naturally (measured: no skipped st
 seeds). The scaler costs an unscale pass and an inf check per step and, at the default
 65536 start, can still skip steps when the scaled loss itself overflows. The same holds for
 a model converted with `model.bfloat16()`, where the scaler checks nothing at all.
+
+Files that train in FP8 (MS-AMP, Transformer Engine, torchao float8) are not reported: their
+low-precision gradients still need loss scaling under a bf16 autocast.
 
 ## Example
 ```python
@@ -64,6 +74,19 @@ for x in loader:
     scaler.update()
 """,
     ]
+    valid.append(
+        """
+import torch, msamp
+model, optimizer = msamp.initialize(model, optimizer, opt_level="O2")
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+    )
     invalid = [
         Invalid(
             """
@@ -80,6 +103,8 @@ for x in loader:
     ]
 
     def check(self, model):
+        if FP8.search(model.source):
+            return
         for f in model.funcs:
             scales = [e for e in f.events if e.kind == "scale" or (e.kind == "backward" and e.scaled)]
             if not scales:
