@@ -15,6 +15,8 @@ import pytest
 from integ_util import FIXED, MISUSE, REPO
 
 pytest.importorskip("pre_commit")
+if shutil.which("git") is None:
+    pytest.skip("git is not installed", allow_module_level=True)
 
 EVIDENCE = os.environ.get("AMPLINT_EVIDENCE_DIR")
 GIT_ENV = {
