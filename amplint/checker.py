@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, replace
 
 import click
 
@@ -15,8 +14,9 @@ from amplint.selection import ERROR_CODES, enabled_codes, ignored_for_file, vali
 from amplint.settings import ConfigError, Settings, find_config, load_settings
 
 
-@dataclass
 class Options:
+    """The command-line options of `check`/`fix` (see amplint.cli)."""
+
     paths: tuple[str, ...]
     fix: bool
     unsafe_fixes: bool
@@ -42,6 +42,9 @@ class Options:
     quiet: bool
     jobs: int | None
     per_file_timeout: float | None = None  # None: runner's default (30 s); 0: no budget
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
 
     @classmethod
     def from_cli(cls, kw: dict) -> "Options":
@@ -114,7 +117,7 @@ def resolve_settings(opts: Options) -> Settings:
         changes["cache_dir"] = os.path.abspath(opts.cache_dir)
     if opts.force_exclude:
         changes["force_exclude"] = True
-    return replace(settings, **changes) if changes else settings
+    return settings._replace(**changes) if changes else settings
 
 
 def _applicable(d: Diagnostic, unsafe: bool) -> bool:
@@ -369,9 +372,13 @@ def _run_stdin(opts: Options, settings: Settings, enabled: set[str]) -> int:
         sys.stdout.buffer.write(new.encode(encoding))
         result = analyze_text(new, name)
         remaining = [d for d in result.diagnostics if filt.keep(name, d, split_lines(new))]
+        for e in result.errors:  # the buffer could not be checked: say so (stdout holds the code)
+            click.echo(f"error: {name}:{e.row}:{e.col + 1}: {e.code} {e.message}", err=True)
+        if any(e.internal for e in result.errors):
+            return 2
         if opts.exit_zero:
             return 0
-        return 1 if remaining or (opts.exit_non_zero_on_fix and n) else 0
+        return 1 if remaining or result.errors or (opts.exit_non_zero_on_fix and n) else 0
     result = analyze_text(text, name)
     lines = split_lines(text)
     from amplint.rules import ALL_RULES

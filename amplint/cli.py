@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
@@ -156,6 +155,8 @@ def rule_command(code, show_all, output_format):
         click.echo("error: give a rule code (e.g. `amplint rule AMP001`) or --all", err=True)
         sys.exit(2)
     if output_format == "json":
+        import json
+
         data = [rule_json(r) for r in rules]
         click.echo(json.dumps(data if show_all else data[0], indent=2))
     else:
@@ -170,6 +171,8 @@ def rules_command(output_format):
     from amplint.docs import rule_json, rules_table
 
     if output_format == "json":
+        import json
+
         click.echo(json.dumps([rule_json(r) for r in ALL_RULES.values()], indent=2))
     elif output_format == "markdown":
         click.echo(rules_table(markdown=True))

@@ -7,8 +7,7 @@ quotes, indentation and line endings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Applicability = Literal["safe", "unsafe", "display-only"]
 
@@ -17,8 +16,7 @@ Applicability = Literal["safe", "unsafe", "display-only"]
 Pos = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class InsertStatement:
+class InsertStatement(NamedTuple):
     """Insert ``code`` (one or more statements) before/after the statement at ``anchor``,
     at the same indentation."""
 
@@ -27,8 +25,7 @@ class InsertStatement:
     where: Literal["before", "after"] = "after"
 
 
-@dataclass(frozen=True)
-class ReplaceExpression:
+class ReplaceExpression(NamedTuple):
     """Replace the expression spanning ``start``..``end`` with ``code``."""
 
     start: Pos
@@ -36,8 +33,7 @@ class ReplaceExpression:
     code: str
 
 
-@dataclass(frozen=True)
-class ReplaceStatement:
+class ReplaceStatement(NamedTuple):
     """Replace the (simple or compound) statement at ``anchor`` with ``code``; an empty
     ``code`` deletes it."""
 
@@ -45,8 +41,7 @@ class ReplaceStatement:
     code: str
 
 
-@dataclass(frozen=True)
-class MoveOutOfWith:
+class MoveOutOfWith(NamedTuple):
     """Move the statement at ``first`` and every later statement of the same ``with``
     body (the with statement at ``with_anchor``) out of the block, right after it."""
 
@@ -57,15 +52,13 @@ class MoveOutOfWith:
 Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(NamedTuple):
     applicability: Applicability
     message: str
     actions: tuple[Action, ...]
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     code: str
     message: str
     row: int
@@ -81,15 +74,22 @@ class Diagnostic:
         return (self.path, self.row, self.col, self.code)
 
 
-@dataclass
 class FileResult:
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    errors: list["FileError"] = field(default_factory=list)
+    """Every rule's raw findings for one file, and the errors that kept it from being checked."""
+
+    def __init__(self, path: str, diagnostics: list | None = None, errors: list | None = None):
+        self.path = path
+        self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
+        self.errors: list[FileError] = [] if errors is None else errors
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FileResult) and (self.path, self.diagnostics, self.errors) == (other.path, other.diagnostics, other.errors)
+
+    def __repr__(self) -> str:
+        return f"FileResult({self.path!r}, diagnostics={self.diagnostics!r}, errors={self.errors!r})"
 
 
-@dataclass(frozen=True)
-class FileError:
+class FileError(NamedTuple):
     """A file that could not be checked: unreadable (E902), unparsable (E999), or a rule
     that crashed on it (AMP900, an internal error)."""
 

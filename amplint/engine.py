@@ -6,7 +6,6 @@ import ast
 import gc
 import sys
 import traceback
-from dataclasses import replace
 
 from amplint.diagnostics import Diagnostic, FileError, FileResult
 from amplint.model import build_model
@@ -78,7 +77,7 @@ def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
     for rule in (rules or ALL_RULES).values():
         try:
             for d in rule.check(model):
-                result.diagnostics.append(replace(d, path=path))
+                result.diagnostics.append(d._replace(path=path))
         except RecursionError:
             result.errors.append(FileError("E999", f"{rule.code}: too deeply nested to analyse (recursion limit)"))
         except Exception as exc:

@@ -12,7 +12,7 @@ import ast
 import bisect
 import difflib
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -196,13 +196,13 @@ def _shift(fix: Fix, off: int) -> Fix:
     acts = []
     for a in fix.actions:
         if isinstance(a, (InsertStatement, ReplaceStatement)):
-            a = replace(a, anchor=row(a.anchor))
+            a = a._replace(anchor=row(a.anchor))
         elif isinstance(a, ReplaceExpression):
-            a = replace(a, start=row(a.start), end=row(a.end))
+            a = a._replace(start=row(a.start), end=row(a.end))
         elif isinstance(a, MoveOutOfWith):
-            a = replace(a, with_anchor=row(a.with_anchor), first=row(a.first))
+            a = a._replace(with_anchor=row(a.with_anchor), first=row(a.first))
         acts.append(a)
-    return replace(fix, actions=tuple(acts))
+    return fix._replace(actions=tuple(acts))
 
 
 @functools.lru_cache(maxsize=4)  # edits_for asks once per fix of the same text

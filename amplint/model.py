@@ -23,9 +23,8 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from amplint.source import split_lines
 from amplint.names import (
@@ -67,24 +66,23 @@ def amp_ish(text: str) -> bool:
     return bool(toks & AMP_TOKENS) or "scaler" in text.lower()
 
 
-@dataclass(frozen=True, eq=False)
 class Loop:
-    node: ast.AST
-    targets: frozenset[str]
+    def __init__(self, node, targets):
+        self.node = node
+        self.targets = targets
 
 
-@dataclass(frozen=True, eq=False)
 class Autocast:
-    """One ``with`` item that enters a torch autocast region."""
+    """One ``with`` item that enters a torch autocast region (enabled: yes/maybe/no)."""
 
-    node: ast.expr  # the context expression
-    with_node: ast.With | ast.AsyncWith
-    enabled: str  # "yes" | "maybe" | "no"
-    call: ast.Call | None
+    def __init__(self, node, with_node, enabled, call):
+        self.node = node
+        self.with_node = with_node
+        self.enabled = enabled
+        self.call = call
 
 
-@dataclass(frozen=True)
-class Lit:
+class Lit(NamedTuple):
     """A branch literal: this code runs only in arm ``arm`` of branch point ``group``.
     ``key``/``pol`` normalise the test (``if x``/``if x is not None`` -> ("x", True)) so
     two separate ``if use_amp: ... else: ...`` are recognised as exclusive."""
@@ -95,35 +93,37 @@ class Lit:
     pol: bool
 
 
-@dataclass(frozen=True)
-class Ctx:
-    loops: tuple[Loop, ...] = ()
-    lits: frozenset[Lit] = frozenset()
-    autocasts: tuple[Autocast, ...] = ()
+class Ctx(NamedTuple):
+    loops: tuple = ()
+    lits: frozenset = frozenset()
+    autocasts: tuple = ()
     guarded: bool = False  # inside a version guard (hasattr(torch.amp...), except ImportError)
     in_finally: bool = False
 
 
-@dataclass(eq=False)
 class Event:
-    kind: str
-    node: ast.AST
-    stmt: ast.stmt
-    seq: int
-    func: "Func"
-    ctx: Ctx
-    scaler: Key | None = None
-    optimizer: str | None = None
-    scaled: bool = False
-    receiver: Key | None = None
-    extra: dict = field(default_factory=dict)
+    def __init__(self, kind, node, stmt, seq, func, ctx, scaler=None, optimizer=None, scaled=False, receiver=None, extra=None):
+        self.kind = kind
+        self.node = node
+        self.stmt = stmt
+        self.seq = seq
+        self.func = func
+        self.ctx = ctx
+        self.scaler = scaler
+        self.optimizer = optimizer
+        self.scaled = scaled
+        self.receiver = receiver
+        self.extra = dict() if extra is None else extra
 
     @property
-    def loops(self) -> tuple[Loop, ...]:
+    def loops(self) -> tuple:
         return self.ctx.loops
 
     def co_occurs(self, other: "Event") -> bool:
         return not exclusive(self.ctx.lits, other.ctx.lits)
+
+    def __repr__(self) -> str:
+        return f"Event({self.kind!r}, line={getattr(self.node, 'lineno', None)}, scaler={self.scaler!r}, optimizer={self.optimizer!r}, scaled={self.scaled})"
 
 
 def exclusive(a: frozenset[Lit], b: frozenset[Lit]) -> bool:
@@ -136,100 +136,106 @@ def exclusive(a: frozenset[Lit], b: frozenset[Lit]) -> bool:
     return False
 
 
-@dataclass(eq=False)
 class MethodCall:
     """``<receiver>.<method>(...)`` or an attribute read ``<receiver>.<attr>``."""
 
-    receiver: Key | None
-    receiver_node: ast.expr
-    attr: str
-    node: ast.AST  # the Call (when called) or the Attribute
-    attr_node: ast.Attribute
-    called: bool
-    stmt: ast.stmt
-    seq: int
-    func: "Func"
-    ctx: Ctx
+    def __init__(self, receiver, receiver_node, attr, node, attr_node, called, stmt, seq, func, ctx):
+        self.receiver = receiver
+        self.receiver_node = receiver_node
+        self.attr = attr
+        self.node = node
+        self.attr_node = attr_node
+        self.called = called
+        self.stmt = stmt
+        self.seq = seq
+        self.func = func
+        self.ctx = ctx
 
 
-@dataclass(eq=False)
 class CallSite:
-    node: ast.Call
-    callee: ast.expr
-    qualname: str | None
-    stmt: ast.stmt
-    seq: int
-    func: "Func"
-    ctx: Ctx
-    arg_keys: list[tuple[int | str, Key]]  # (position or keyword, key) for args that are names
+    """A call; ``arg_keys`` lists (position or keyword, key) for arguments that are names."""
+
+    def __init__(self, node, callee, qualname, stmt, seq, func, ctx, arg_keys):
+        self.node = node
+        self.callee = callee
+        self.qualname = qualname
+        self.stmt = stmt
+        self.seq = seq
+        self.func = func
+        self.ctx = ctx
+        self.arg_keys = arg_keys
 
 
-@dataclass(eq=False)
 class Ref:
-    """A reference to a torch AMP object (for the API rules): ``torch.cuda.amp.autocast``."""
+    """A reference to a torch AMP object (for the API rules): ``torch.cuda.amp.autocast``; role is call/decorator/load."""
 
-    node: ast.expr
-    qualname: str
-    stmt: ast.stmt | None
-    func: "Func"
-    ctx: Ctx
-    role: str  # "call" | "decorator" | "load"
+    def __init__(self, node, qualname, stmt, func, ctx, role):
+        self.node = node
+        self.qualname = qualname
+        self.stmt = stmt
+        self.func = func
+        self.ctx = ctx
+        self.role = role
 
 
-@dataclass(eq=False)
 class ImportInfo:
-    node: ast.Import | ast.ImportFrom
-    func: "Func"
-    ctx: Ctx
+    def __init__(self, node, func, ctx):
+        self.node = node
+        self.func = func
+        self.ctx = ctx
 
 
-@dataclass(eq=False)
 class Assign:
-    key: Key
-    value: ast.expr | None  # None for parameters / loop targets
-    kind: str  # "ctor" | "none" | "key" | "scaled" | "veto" | "unknown" | "autocast"
-    ref: Key | None  # for kind == "key" / "scaled"
-    node: ast.AST
-    stmt: ast.stmt | None
-    seq: int
-    func: "Func"
-    ctx: Ctx
+    """kind: ctor | none | key | scaled | veto | unknown | autocast; ref: the key for key/scaled."""
+
+    def __init__(self, key, value, kind, ref, node, stmt, seq, func, ctx):
+        self.key = key
+        self.value = value
+        self.kind = kind
+        self.ref = ref
+        self.node = node
+        self.stmt = stmt
+        self.seq = seq
+        self.func = func
+        self.ctx = ctx
 
 
-@dataclass(eq=False)
 class ClassInfo:
-    node: ast.ClassDef
-    qualname: str
-    methods: dict[str, "Func"] = field(default_factory=dict)
-    has_unknown_bases: bool = False
+    def __init__(self, node, qualname, methods=None, has_unknown_bases=False):
+        self.node = node
+        self.qualname = qualname
+        self.methods = dict() if methods is None else methods
+        self.has_unknown_bases = has_unknown_bases
 
 
-@dataclass(eq=False)
 class Func:
-    node: ast.AST  # FunctionDef | AsyncFunctionDef | Module | ClassDef (class body)
-    name: str
-    qualname: str
-    cls: ClassInfo | None
-    parent: "Func | None"
-    scope: dict[str, str]
-    params: list[str] = field(default_factory=list)
-    param_nodes: dict[str, ast.arg] = field(default_factory=dict)
-    self_name: str | None = None
-    locals: set[str] = field(default_factory=set)
-    nested: dict[str, "Func"] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
-    calls: list[CallSite] = field(default_factory=list)
-    methods: list[MethodCall] = field(default_factory=list)
-    bare_uses: list[tuple[Key, ast.Name, Ctx, int]] = field(default_factory=list)
-    walked: bool = False
+    """A function, a class body or the module body (node: FunctionDef | AsyncFunctionDef | ClassDef | Module)."""
+
+    def __init__(self, node, name, qualname, cls, parent, scope, params=None, param_nodes=None, self_name=None, locals=None, nested=None, events=None, calls=None, methods=None, bare_uses=None, walked=False):
+        self.node = node
+        self.name = name
+        self.qualname = qualname
+        self.cls = cls
+        self.parent = parent
+        self.scope = scope
+        self.params = list() if params is None else params
+        self.param_nodes = dict() if param_nodes is None else param_nodes
+        self.self_name = self_name
+        self.locals = set() if locals is None else locals
+        self.nested = dict() if nested is None else nested
+        self.events = list() if events is None else events
+        self.calls = list() if calls is None else calls
+        self.methods = list() if methods is None else methods
+        self.bare_uses = list() if bare_uses is None else bare_uses
+        self.walked = walked
 
     @property
     def fid(self) -> int:
         return id(self.node)
 
-    def scopes(self) -> list[dict[str, str]]:
+    def scopes(self) -> list:
         out = []
-        f: Func | None = self
+        f = self
         while f is not None:
             out.append(f.scope)
             f = f.parent
@@ -695,29 +701,29 @@ class _Walker:
             key, pol = _norm_test(s.test)
             gid = id(s)
             guard = ctx.guarded or bool(GUARD_TEXT.search(ast.unparse(s.test)) and "amp" in ast.unparse(s.test))
-            c_then = replace(ctx, lits=ctx.lits | {Lit(gid, 0, key, pol)}, guarded=guard)
-            c_else = replace(ctx, lits=ctx.lits | {Lit(gid, 1, key, not pol)}, guarded=guard)
+            c_then = ctx._replace(lits=ctx.lits | {Lit(gid, 0, key, pol)}, guarded=guard)
+            c_else = ctx._replace(lits=ctx.lits | {Lit(gid, 1, key, not pol)}, guarded=guard)
             t1 = self.block(s.body, c_then)
             t2 = self.block(s.orelse, c_else) if s.orelse else None
             if t1 and t2:
                 return t1 if t1 == t2 else "func"
             if t1:
-                return replace(ctx, lits=ctx.lits | {Lit(gid, 1, key, not pol)})
+                return ctx._replace(lits=ctx.lits | {Lit(gid, 1, key, not pol)})
             if t2:
-                return replace(ctx, lits=ctx.lits | {Lit(gid, 0, key, pol)})
+                return ctx._replace(lits=ctx.lits | {Lit(gid, 0, key, pol)})
             return None
         if isinstance(s, (ast.For, ast.AsyncFor)):
             self.expr(s.iter, ctx, s)
             loop = Loop(s, frozenset(_target_names(s.target)))
             self.assign_target(s.target, None, s, ctx)
-            self.block(s.body, replace(ctx, loops=ctx.loops + (loop,)))
+            self.block(s.body, ctx._replace(loops=ctx.loops + (loop,)))
             if s.orelse:
                 self.block(s.orelse, ctx)
             return None
         if isinstance(s, ast.While):
             self.expr(s.test, ctx, s)
             loop = Loop(s, frozenset())
-            self.block(s.body, replace(ctx, loops=ctx.loops + (loop,)))
+            self.block(s.body, ctx._replace(loops=ctx.loops + (loop,)))
             if s.orelse:
                 self.block(s.orelse, ctx)
             return None
@@ -730,7 +736,7 @@ class _Walker:
                     regions.append(ac)
                 if item.optional_vars is not None:
                     self.assign_target(item.optional_vars, None, s, ctx)
-            inner = replace(ctx, autocasts=ctx.autocasts + tuple(regions)) if regions else ctx
+            inner = ctx._replace(autocasts=ctx.autocasts + tuple(regions)) if regions else ctx
             return self.block(s.body, inner)
         if isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
             gid = id(s)
@@ -741,23 +747,23 @@ class _Walker:
                 for n in ([*h.type.elts] if isinstance(h.type, ast.Tuple) else [h.type])
             }
             guard = ctx.guarded or bool(handled & _GUARD_EXC)
-            body_ctx = replace(ctx, guarded=guard)
+            body_ctx = ctx._replace(guarded=guard)
             t_body = self.block(s.body, body_ctx)
             for i, h in enumerate(s.handlers):
-                hctx = replace(body_ctx, lits=ctx.lits | {Lit(gid, i + 1, None, True)})
+                hctx = body_ctx._replace(lits=ctx.lits | {Lit(gid, i + 1, None, True)})
                 if h.type is not None:
                     self.expr(h.type, hctx, h)
                 self.block(h.body, hctx)
             if s.orelse:
-                self.block(s.orelse, replace(ctx, lits=ctx.lits | {Lit(gid, 0, None, True)}))
+                self.block(s.orelse, ctx._replace(lits=ctx.lits | {Lit(gid, 0, None, True)}))
             if s.finalbody:
-                self.block(s.finalbody, replace(ctx, in_finally=True))
+                self.block(s.finalbody, ctx._replace(in_finally=True))
             return t_body if not s.handlers and t_body else None
         if type(s).__name__ == "Match":
             self.expr(s.subject, ctx, s)
             gid = id(s)
             for i, case in enumerate(s.cases):
-                cctx = replace(ctx, lits=ctx.lits | {Lit(gid, i, None, True)})
+                cctx = ctx._replace(lits=ctx.lits | {Lit(gid, i, None, True)})
                 if case.guard is not None:
                     self.expr(case.guard, cctx, s)
                 self.block(case.body, cctx)

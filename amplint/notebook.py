@@ -26,7 +26,7 @@ import ast
 import difflib
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from amplint.diagnostics import FileError, FileResult
 from amplint.source import split_lines
@@ -83,7 +83,7 @@ class Notebook:
     def as_source(self, src):
         """The Source of the file with its text replaced by the virtual module (for the fixer)."""
         self.file_source = src
-        return replace(src, text=self.virtual)
+        return src._replace(text=self.virtual)
 
     # ------------------------------------------------------------------ writing back
     def split(self, virtual: str) -> list[str]:

@@ -2,45 +2,67 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from dataclasses import dataclass, field
 
 from amplint.diagnostics import Fix
 
 
-@dataclass
 class Message:
-    path: str
-    code: str
-    message: str
-    row: int
-    col: int  # 0-based
-    end_row: int
-    end_col: int
-    fix: Fix | None = None
-    url: str | None = None
-    name: str | None = None
-    source_line: str | None = None
-    noqa_row: int | None = None
-    is_error: bool = False
-    edits: list | None = None
-    applicable: bool = False  # the fix would be applied with the current flags
-    extra: dict = field(default_factory=dict)
-    cell: int | None = None  # notebooks: 1-based cell number; row/end_row count lines within the cell
+    """One reported finding or per-file error, as the reporters see it."""
+
+    def __init__(
+        self,
+        path: str,
+        code: str,
+        message: str,
+        row: int,
+        col: int,  # 0-based
+        end_row: int,
+        end_col: int,
+        fix: Fix | None = None,
+        url: str | None = None,
+        name: str | None = None,
+        source_line: str | None = None,
+        noqa_row: int | None = None,
+        is_error: bool = False,
+        edits: list | None = None,
+        applicable: bool = False,  # the fix would be applied with the current flags
+        extra: dict | None = None,
+        cell: int | None = None,  # notebooks: 1-based cell number; row/end_row count lines within the cell
+    ):
+        self.path = path
+        self.code = code
+        self.message = message
+        self.row = row
+        self.col = col
+        self.end_row = end_row
+        self.end_col = end_col
+        self.fix = fix
+        self.url = url
+        self.name = name
+        self.source_line = source_line
+        self.noqa_row = noqa_row
+        self.is_error = is_error
+        self.edits = edits
+        self.applicable = applicable
+        self.extra = {} if extra is None else extra
+        self.cell = cell
+
+    def __repr__(self) -> str:
+        return f"Message({self.path!r}, {self.code!r}, row={self.row}, col={self.col}, {self.message!r})"
 
     @property
     def fixable_marker(self) -> str:
         return " [*]" if self.applicable else ""
 
 
-@dataclass
 class Summary:
-    fixed: int = 0
-    remaining_fixable: int = 0
-    hidden_unsafe: int = 0
-    files: int = 0
-    fix_mode: bool = False
+    def __init__(self, fixed: int = 0, remaining_fixable: int = 0, hidden_unsafe: int = 0, files: int = 0, fix_mode: bool = False):
+        self.fixed = fixed
+        self.remaining_fixable = remaining_fixable
+        self.hidden_unsafe = hidden_unsafe
+        self.files = files
+        self.fix_mode = fix_mode
 
 
 def _loc(m: Message) -> str:
@@ -124,10 +146,14 @@ def to_json_obj(m: Message) -> dict:
 
 
 def format_json(messages: list[Message], summary: Summary) -> str:
+    import json
+
     return json.dumps([to_json_obj(m) for m in messages], indent=2) + "\n"
 
 
 def format_json_lines(messages: list[Message], summary: Summary) -> str:
+    import json
+
     return "".join(json.dumps(to_json_obj(m)) + "\n" for m in messages)
 
 

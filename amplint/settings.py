@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+
+
+def _toml():
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
 
 DEFAULT_EXCLUDE = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache",
@@ -30,21 +33,54 @@ class ConfigError(Exception):
     pass
 
 
-@dataclass(frozen=True)
 class Settings:
-    select: tuple[str, ...] | None = None
-    extend_select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
-    extend_exclude: tuple[str, ...] = ()
-    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    preview: bool = False
-    target_torch_version: str = DEFAULT_TARGET_TORCH
-    cache_dir: str | None = None
-    respect_gitignore: bool = True
-    force_exclude: bool = False
-    root: str = field(default_factory=os.getcwd)
-    config_path: str | None = None
+    """One immutable set of settings (from [tool.amplint] and the command line)."""
+
+    __slots__ = (
+        "select", "extend_select", "ignore", "exclude", "extend_exclude", "per_file_ignores", "preview",
+        "target_torch_version", "cache_dir", "respect_gitignore", "force_exclude", "root", "config_path",
+    )
+
+    def __init__(
+        self,
+        select: tuple[str, ...] | None = None,
+        extend_select: tuple[str, ...] = (),
+        ignore: tuple[str, ...] = (),
+        exclude: tuple[str, ...] = DEFAULT_EXCLUDE,
+        extend_exclude: tuple[str, ...] = (),
+        per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = (),
+        preview: bool = False,
+        target_torch_version: str = DEFAULT_TARGET_TORCH,
+        cache_dir: str | None = None,
+        respect_gitignore: bool = True,
+        force_exclude: bool = False,
+        root: str | None = None,
+        config_path: str | None = None,
+    ):
+        values = dict(locals())
+        del values["self"]
+        if values["root"] is None:
+            values["root"] = os.getcwd()
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Settings is immutable; use _replace()")
+
+    def _asdict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def _replace(self, **changes) -> "Settings":
+        return Settings(**{**self._asdict(), **changes})
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Settings) and self._asdict() == other._asdict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._asdict().items()))
+
+    def __repr__(self) -> str:
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in self._asdict().items()) + ")"
 
     def fingerprint(self) -> str:
         """What the cached analysis depends on (selection and noqa are applied after)."""
@@ -61,11 +97,17 @@ def find_config(start: str) -> str | None:
         if os.path.isfile(cand):
             try:
                 with open(cand, "rb") as fh:
-                    data = tomllib.load(fh)
-            except (OSError, tomllib.TOMLDecodeError) as exc:
+                    raw = fh.read()
+            except OSError as exc:
                 raise ConfigError(f"{cand}: {exc}") from None
-            if "amplint" in data.get("tool", {}):
-                return cand
+            # only parse a pyproject.toml that can hold [tool.amplint] (tomllib costs start-up)
+            if b"amplint" in raw:
+                try:
+                    data = _toml().loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as exc:
+                    raise ConfigError(f"{cand}: {exc}") from None
+                if "amplint" in data.get("tool", {}):
+                    return cand
         parent = os.path.dirname(d)
         if parent == d:
             return None
@@ -85,8 +127,8 @@ def load_settings(config_path: str | None) -> Settings:
         return Settings()
     try:
         with open(config_path, "rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+            data = _toml().load(fh)
+    except (OSError, ValueError) as exc:
         raise ConfigError(f"{config_path}: {exc}") from None
     table = data.get("tool", {}).get("amplint", {})
     if not isinstance(table, dict):

@@ -12,21 +12,30 @@ import os
 import stat as stat_mod
 import tempfile
 import tokenize
-from dataclasses import dataclass
 
 
 class SourceError(Exception):
     pass
 
 
-@dataclass
 class Source:
-    path: str
-    data: bytes
-    text: str
-    encoding: str  # as for bytes.decode; "utf-8-sig" when a BOM is present
-    mtime_ns: int = 0
-    size: int = 0
+    """A file's bytes, its decoded text and how to encode it back (encoding: as for
+    bytes.decode; "utf-8-sig" when a BOM is present)."""
+
+    __slots__ = ("path", "data", "text", "encoding", "mtime_ns", "size")
+
+    def __init__(self, path: str, data: bytes, text: str, encoding: str, mtime_ns: int = 0, size: int = 0):
+        self.path = path
+        self.data = data
+        self.text = text
+        self.encoding = encoding
+        self.mtime_ns = mtime_ns
+        self.size = size
+
+    def _replace(self, **changes) -> "Source":
+        values = {k: getattr(self, k) for k in self.__slots__}
+        values.update(changes)
+        return Source(**values)
 
 
 def decode(data: bytes) -> tuple[str, str]:

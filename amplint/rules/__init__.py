@@ -4,9 +4,8 @@ valid/invalid examples (which the test-suite runs, Fixit-style)."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, ClassVar, Iterable, Literal
+from typing import TYPE_CHECKING, ClassVar, Iterable, Literal, NamedTuple
 
 from amplint.diagnostics import Diagnostic, Fix
 
@@ -16,8 +15,7 @@ if TYPE_CHECKING:
 DOCS_URL = "https://github.com/amplint/amplint/blob/main/docs/rules.md#{code_lower}-{name}"
 
 
-@dataclass(frozen=True)
-class Invalid:
+class Invalid(NamedTuple):
     """An example the rule must flag ``count`` times. ``fixed`` is the exact source after
     ``amplint fix`` (with ``--unsafe-fixes`` when ``unsafe``); None when no fix applies."""
 
