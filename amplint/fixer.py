@@ -34,6 +34,11 @@ class FixConflict(Exception):
     pass
 
 
+class CannotFix(Exception):
+    """Python parses the file but LibCST does not (e.g. a backslash continuation before an
+    indented statement): the file cannot be fixed and is left as it is."""
+
+
 @dataclass
 class _Plan:
     expr: dict = field(default_factory=dict)  # id(node) -> new expression
@@ -247,7 +252,10 @@ def _apply_windowed(text: str, fixes: list[Fix]):
     for i in sorted(groups, reverse=True):  # bottom-up: earlier rows stay valid
         s, e = spans[i]
         shifted = [_shift(f, s - 1) for f in groups[i]]
-        new_window, applied = _apply_whole("".join(lines[s - 1 : e]), shifted)
+        try:
+            new_window, applied = _apply_whole("".join(lines[s - 1 : e]), shifted)
+        except cst.ParserSyntaxError:
+            return None  # the window alone does not parse: the whole module decides
         if not applied:
             continue
         lines[s - 1 : e] = [new_window]
@@ -308,7 +316,12 @@ def fix_text(text: str, path: str, want, max_passes: int = MAX_PASSES):
         fixes = [d.fix for d in result.diagnostics if d.fix is not None and want(d, lines)]
         if not fixes:
             return text, total, True
-        new_text, applied = apply_fixes(text, fixes)
+        try:
+            new_text, applied = apply_fixes(text, fixes)
+        except cst.ParserSyntaxError as exc:
+            if total:  # what the earlier passes fixed stands (it parsed with Python)
+                return text, total, True
+            raise CannotFix(f"LibCST cannot parse it (line {exc.raw_line}: {exc.message})") from None
         if not applied or new_text == text:
             return text, total, True
         if not _parses(new_text):

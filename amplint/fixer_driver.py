@@ -10,7 +10,7 @@ from amplint.source import split_lines
 def fix_files(results: list[FileResult], opts, filt, text_cache):
     """Returns (new results, number fixed, diffs, messages for files that could not be written)."""
     from amplint.engine import analyze_text
-    from amplint.fixer import fix_text, unified_diff
+    from amplint.fixer import CannotFix, fix_text, unified_diff
     from amplint.source import ChangedOnDisk, SourceError, atomic_write, read_source
 
     out: list[FileResult] = []
@@ -58,6 +58,10 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
                 continue
             try:
                 new_text, n, converged = fix_text(src.text, r.path, lambda d, lines: want(d) and filt.keep(r.path, d, lines))
+            except CannotFix as exc:
+                failures.append(Message(r.path, "E999", f"cannot fix: {exc}; left untouched", 1, 0, 1, 0, is_error=True, name="syntax-error"))
+                out.append(r)
+                continue
             except RecursionError:
                 # legal code nested deeper than LibCST's recursive visitors can go: leave it alone
                 failures.append(Message(r.path, "E999", "cannot fix: too deeply nested for the fixer (recursion limit); left untouched", 1, 0, 1, 0, is_error=True, name="syntax-error"))

@@ -259,3 +259,19 @@ def test_stdin_fix_of_an_unparsable_buffer_echoes_it_and_exits_one(tmp_path, dat
     assert p.returncode == 1, p.stderr
     assert p.stdout.encode("utf-8", "surrogateescape") == data
     assert "error: buf.py:1:" in p.stderr and "E999" in p.stderr
+
+
+def test_file_libcst_cannot_parse_is_reported_and_left_alone(tmp_path):
+    """Found by the long fuzz run: Python accepts a backslash continuation before an indented
+    statement, LibCST does not. `fix` reports it per file and leaves it byte-identical."""
+    src = FLAGGED.replace("for x in data:\n", "for x in data:\n    \\\n")  # the block opens with `\`
+    assert src != FLAGGED
+    f = tmp_path / "cont.py"
+    f.write_text(src)
+    (tmp_path / "ok.py").write_text(FLAGGED)
+    p = run("fix", ".", "--no-cache", "--output-format", "concise", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "cont.py:1:1: E999 cannot fix: LibCST cannot parse it" in p.stdout
+    assert "Traceback" not in p.stderr
+    assert f.read_text() == src
+    assert (tmp_path / "ok.py").read_text() == FIXED

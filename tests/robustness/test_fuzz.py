@@ -27,7 +27,9 @@ from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
 
 from amplint.engine import analyze_text
-from amplint.fixer import fix_text
+import libcst
+
+from amplint.fixer import CannotFix, fix_text
 from amplint.rules import ALL_RULES
 from robustness_util import REPO
 
@@ -81,7 +83,15 @@ def check_never_crashes(src: str) -> None:
 
 
 def fix_parses_and_is_idempotent(src: str) -> None:
-    fixed, n, _ = fix_text(src, "fuzz.py", _want_all)
+    try:
+        fixed, n, _ = fix_text(src, "fuzz.py", _want_all)
+    except CannotFix:
+        # allowed only where Python parses the file and LibCST does not (reported, left alone)
+        ast.parse(src)
+        with pytest.raises(libcst.ParserSyntaxError):
+            libcst.parse_module(src)
+        event("LibCST cannot parse")
+        return
     try:
         ast.parse(src)
     except (SyntaxError, ValueError):
@@ -171,7 +181,13 @@ def grammar_programs(draw):
 
 # ------------------------------------------------------------------------- regressions
 # Inputs the long fuzz run broke (see /work/eval_issue7.md); each stays a CI example.
-REGRESSIONS: list[str] = []
+REGRESSIONS: list[str] = [
+    # 1. (long run, 2026-11-29) a backslash continuation before an indented statement: Python
+    #    parses it, LibCST raised ParserSyntaxError out of fix_text -> now CannotFix (E999
+    #    "cannot fix", file untouched).
+    '\nimport torch\nscaler = torch.amp.GradScaler("cuda")\nfor x in loader:\n    \\\n    probe_loss.backward()\n'
+    "    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n    probe_opt.step()\n",
+]
 
 
 @pytest.mark.parametrize("src", REGRESSIONS or [SEEDS[0]], ids=lambda s: str(abs(hash(s)) % 10**6))
