@@ -308,13 +308,22 @@ def _formatter(fmt: str):
 
 def _emit(text: str, output_file: str | None) -> None:
     if output_file:
-        d = os.path.dirname(os.path.abspath(output_file))
-        os.makedirs(d, exist_ok=True)
-        with open(output_file, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
+        try:
+            d = os.path.dirname(os.path.abspath(output_file))
+            os.makedirs(d, exist_ok=True)
+            with open(output_file, "w", encoding="utf-8", errors="backslashreplace") as fh:
+                fh.write(text)
+        except OSError as exc:  # a usage problem, not a crash: exit 2 with the reason
+            click.echo(f"error: cannot write the report to {output_file}: {exc.strerror or exc}", err=True)
+            sys.exit(2)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `amplint check | head`: the reader left; keep the exit code
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
 
 
 def _attach_edits(messages: list[Message]) -> None:

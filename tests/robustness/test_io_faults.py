@@ -106,3 +106,62 @@ def test_stdin_with_undecodable_bytes(tmp_path):
     p = run("check", "-", "--stdin-filename", "x.py", "--no-cache", input=b'GradScaler = "caf\xe9"\n', cwd=tmp_path)
     assert p.returncode == 1
     assert "x.py:1:1: E902" in p.stdout
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_damaged_cache_is_ignored(tmp_path, damage):
+    import glob
+
+    (tmp_path / "a.py").write_text(FLAGGED)
+    cache = tmp_path / "cache"
+    assert run("check", ".", "--cache-dir", cache, cwd=tmp_path).returncode == 1
+    pickles = glob.glob(str(cache / "**" / "*.pickle"), recursive=True)
+    assert pickles
+    for p in pickles:
+        data = open(p, "rb").read()
+        with open(p, "wb") as fh:
+            fh.write({"garbage": os.urandom(512), "truncated": data[: len(data) // 2], "empty": b""}[damage])
+    p = run("check", ".", "--cache-dir", cache, "--output-format", "concise", cwd=tmp_path)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert f"a.py:{FLAGGED_ROW}:5: AMP001" in p.stdout
+
+
+def test_cache_dir_that_is_a_file_is_ignored(tmp_path):
+    """The default .amplint_cache is a file (a checkout gone odd): run without a cache."""
+    (tmp_path / "pyproject.toml").write_text("[tool.amplint]\n")
+    (tmp_path / "a.py").write_text(FLAGGED)
+    (tmp_path / ".amplint_cache").write_text("not a directory\n")
+    for _ in range(2):
+        p = run("check", ".", "--output-format", "concise", cwd=tmp_path)
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+        assert f"a.py:{FLAGGED_ROW}:5: AMP001" in p.stdout
+    assert (tmp_path / ".amplint_cache").read_text() == "not a directory\n"
+    # given explicitly, it is a usage error (exit 2), as click reports it
+    p = run("check", ".", "--cache-dir", tmp_path / ".amplint_cache", cwd=tmp_path)
+    assert p.returncode == 2 and "is a file" in p.stderr
+
+
+def test_unwritable_output_file_is_a_usage_error(tmp_path):
+    (tmp_path / "a.py").write_text(FLAGGED)
+    (tmp_path / "file").write_text("")
+    p = run("check", ".", "--no-cache", "-o", tmp_path / "file" / "report.txt", cwd=tmp_path)
+    assert p.returncode == 2
+    assert "error: cannot write the report to" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_reader_closing_the_pipe_is_not_a_crash(tmp_path):
+    """`amplint check | head -1`: the reader leaves before the report is written. (Injected:
+    whether a real pipe raises EPIPE depends on the pipe buffer and the timing.)"""
+    prelude = """
+import errno, sys
+class _ClosedPipe:
+    def __init__(self, real): self.real = real
+    def write(self, s): raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+    def flush(self): pass
+    def __getattr__(self, name): return getattr(self.real, name)
+sys.stdout = _ClosedPipe(sys.stdout)
+"""
+    (tmp_path / "a.py").write_text(FLAGGED)
+    p = run_patched(prelude, "check", ".", "--no-cache", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr and "crashed" not in p.stderr, p.stderr
