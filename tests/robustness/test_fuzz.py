@@ -7,7 +7,7 @@ CI runs a small, derandomized budget. The long fuzz run (random seeds, many exam
         --hypothesis-show-statistics
 
 (20,000 mutants per mutation property, 1/100 of that from hypothesmith's grammar and 1/50 from
-its CST strategy: about 10 minutes on two cores.)
+its CST strategy: about 14 minutes on two cores.)
 
 Every crash it found is pinned in REGRESSIONS below (run by every CI run).
 """
