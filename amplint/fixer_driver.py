@@ -17,47 +17,34 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
     fixed_total = 0
     diffs: list[str] = []
     failures: list[Message] = []
+    precomputed = {} if opts.add_noqa else _fix_in_parallel(results, opts, filt)
     for r in results:
         if r.errors or not r.diagnostics:
             out.append(r)
             continue
-        try:
-            src = read_source(r.path)
-        except SourceError as exc:
-            out.append(FileResult(r.path, errors=[FileError("E902", str(exc))]))
+        loaded = _load(r)
+        if isinstance(loaded, FileResult):
+            out.append(loaded)
             continue
-        nb = None
-        if r.path.endswith(".ipynb"):  # fix the joined code cells; write back only changed cells
-            from amplint.notebook import NotebookError, load_notebook
-
-            try:
-                nb = load_notebook(src.text, r.path)
-            except NotebookError as exc:
-                out.append(FileResult(r.path, errors=[FileError("E902", str(exc))]))
-                continue
-            if nb is None:
-                out.append(r)
-                continue
-            src = nb.as_source(src)
-        lines0 = split_lines(src.text)
-
-        def want(d, _path=r.path):
-            if d.fix is None:
-                return False
-            if d.fix.applicability == "display-only":
-                return False
-            if d.fix.applicability == "unsafe" and not opts.unsafe_fixes:
-                return False
-            return filt.keep(_path, d, None)
+        src, nb = loaded
+        if nb is not None:
+            from amplint.notebook import NotebookError
+        want = _wanted(r.path, opts, filt)
 
         if opts.add_noqa:
             new_text, n = _add_noqa(src.text, r, filt)
         else:
-            if not any(want(d) and filt.keep(r.path, d, lines0) for d in r.diagnostics):
+            if not any(want(d, split_lines(src.text)) for d in r.diagnostics):
                 out.append(r)
                 continue
             try:
-                new_text, n, converged = fix_text(src.text, r.path, lambda d, lines: want(d) and filt.keep(r.path, d, lines))
+                if r.path in precomputed and precomputed[r.path][0] == src.text:
+                    _text, kind, value = precomputed[r.path]
+                    if kind == "exc":
+                        raise value
+                    new_text, n, converged = value
+                else:
+                    new_text, n, converged = fix_text(src.text, r.path, want)
             except CannotFix as exc:
                 failures.append(Message(r.path, "E999", f"cannot fix: {exc}; left untouched", 1, 0, 1, 0, is_error=True, name="syntax-error"))
                 out.append(r)
@@ -106,6 +93,92 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
         text_cache[r.path] = split_lines(new_text)
         out.append(analyze_text(new_text, r.path))
     return out, fixed_total, diffs, failures
+
+
+def _load(r: FileResult):
+    """(source to fix, notebook or None), or a FileResult to report instead."""
+    from amplint.source import SourceError, read_source
+
+    try:
+        src = read_source(r.path)
+    except SourceError as exc:
+        return FileResult(r.path, errors=[FileError("E902", str(exc))])
+    nb = None
+    if r.path.endswith(".ipynb"):  # fix the joined code cells; write back only changed cells
+        from amplint.notebook import NotebookError, load_notebook
+
+        try:
+            nb = load_notebook(src.text, r.path)
+        except NotebookError as exc:
+            return FileResult(r.path, errors=[FileError("E902", str(exc))])
+        if nb is None:
+            return r
+        src = nb.as_source(src)
+    return src, nb
+
+
+def _wanted(path: str, opts, filt):
+    """Which findings of ``path`` to fix: applicable with the flags, selected, not noqa'd."""
+
+    def want(d, lines):
+        if d.fix is None or d.fix.applicability == "display-only":
+            return False
+        if d.fix.applicability == "unsafe" and not opts.unsafe_fixes:
+            return False
+        return filt.keep(path, d, lines)
+
+    return want
+
+
+_POOL_CTX = None  # (opts, filt) for forked fix workers
+PARALLEL_FIX_MIN = 4
+
+
+def _fix_worker(item):
+    from amplint.fixer import fix_text
+
+    path, text = item
+    opts, filt = _POOL_CTX
+    try:
+        return path, (text, "ok", fix_text(text, path, _wanted(path, opts, filt)))
+    except Exception as exc:  # re-raised in the main process, where errors are reported
+        return path, (text, "exc", exc)
+
+
+def _fix_in_parallel(results, opts, filt) -> dict:
+    """Run the LibCST fixing (the expensive part) of several files in a process pool;
+    reading, writing and reporting stay in the main process, in order."""
+    import os
+
+    jobs = getattr(opts, "jobs", None) or os.cpu_count() or 1
+    if jobs == 1 or not hasattr(os, "fork"):
+        return {}
+    items = []
+    for r in results:
+        if r.errors or not r.diagnostics:
+            continue
+        loaded = _load(r)
+        if isinstance(loaded, FileResult):
+            continue
+        src, _nb = loaded
+        want = _wanted(r.path, opts, filt)
+        lines = split_lines(src.text)
+        if any(want(d, lines) for d in r.diagnostics):
+            items.append((r.path, src.text))
+    if len(items) < PARALLEL_FIX_MIN:
+        return {}
+    global _POOL_CTX
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _POOL_CTX = (opts, filt)
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=multiprocessing.get_context("fork")) as pool:
+            return dict(pool.map(_fix_worker, items, chunksize=1))
+    except Exception:  # a pool that cannot start or pickle: fall back to fixing in this process
+        return {}
+    finally:
+        _POOL_CTX = None
 
 
 def _add_noqa(text: str, r: FileResult, filt) -> tuple[str, int]:
