@@ -284,7 +284,7 @@ def run_check(opts: Options) -> int:
     if fmt in ("full", "concise") and not opts.quiet:
         for m in messages:
             if m.is_error:
-                click.echo(f"error: {m.path}: {m.message}", err=True)
+                click.echo(f"{m.path}: error: {m.message}", err=True)
 
     if internal:
         return 2
@@ -376,13 +376,13 @@ def _run_stdin(opts: Options, settings: Settings, enabled: set[str]) -> int:
         try:
             new, n, _ = fix_text(text, name, lambda d, lines: filt.keep(name, d, lines) and _applicable(d, opts.unsafe_fixes))
         except Exception as exc:  # the fixer failed (e.g. recursion limit): echo the input unchanged
-            click.echo(f"error: {name}: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
+            click.echo(f"{name}: error: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
             new, n = text, 0
         sys.stdout.buffer.write(new.encode(encoding))
         result = analyze_text(new, name)
         remaining = [d for d in result.diagnostics if filt.keep(name, d, split_lines(new))]
         for e in result.errors:  # the buffer could not be checked: say so (stdout holds the code)
-            click.echo(f"error: {name}:{e.row}:{e.col + 1}: {e.code} {e.message}", err=True)
+            click.echo(f"{name}:{e.row}:{e.col + 1}: error: {e.code} {e.message}", err=True)
         if any(e.internal for e in result.errors):
             return 2
         if opts.exit_zero:

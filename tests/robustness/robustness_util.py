@@ -127,12 +127,10 @@ def _norm(path: str) -> str:
 
 
 def stderr_errors(stderr: str) -> dict[str, str]:
-    """{path: message} of the per-file `error: PATH: MESSAGE` lines on stderr."""
+    """{path: message} of the per-file `PATH: error: MESSAGE` lines on stderr."""
     out = {}
     for line in stderr.splitlines():
-        if line.startswith("error: "):
-            rest = line[len("error: "):]
-            path, sep, msg = rest.partition(": ")
-            if sep:
-                out[_norm(path)] = msg
+        path, sep, msg = line.partition(": error: ")
+        if sep and not line.startswith("error: "):
+            out[_norm(path)] = msg
     return out

@@ -98,7 +98,7 @@ def test_read_only_directory_is_reported_and_the_rest_fixed(tmp_path):
     p = run_patched(READ_ONLY_DIR, "fix", ".", "--no-cache", "--output-format", "concise", cwd=tmp_path)
     assert p.returncode == 1, p.stderr
     assert "ro/locked.py:1:1: E902 cannot write fixes: Permission denied" in p.stdout
-    assert "error: ./ro/locked.py: cannot write fixes: Permission denied" in p.stderr
+    assert "./ro/locked.py: error: cannot write fixes: Permission denied" in p.stderr
     assert (tmp_path / "ro" / "locked.py").read_text() == FLAGGED
     assert (tmp_path / "ok.py").read_text() == FIXED
     assert _listing(tmp_path / "ro") == ["locked.py"]
@@ -258,7 +258,7 @@ def test_stdin_fix_of_an_unparsable_buffer_echoes_it_and_exits_one(tmp_path, dat
     p = run("fix", "-", "--stdin-filename", "buf.py", "--no-cache", input=data, cwd=tmp_path)
     assert p.returncode == 1, p.stderr
     assert p.stdout.encode("utf-8", "surrogateescape") == data
-    assert "error: buf.py:1:" in p.stderr and "E999" in p.stderr
+    assert "buf.py:1:" in p.stderr and ": error: E999" in p.stderr
 
 
 def test_file_libcst_cannot_parse_is_reported_and_left_alone(tmp_path):

@@ -112,7 +112,7 @@ def test_missing_path_on_the_command_line(tmp_path):
     p = run("check", "ok.py", "nope.py", "--no-cache", "--output-format", "concise", cwd=tmp_path)
     assert p.returncode == 1
     assert "nope.py:1:1: E902 No such file or directory" in p.stdout
-    assert "error: nope.py: No such file or directory" in p.stderr
+    assert "nope.py: error: No such file or directory" in p.stderr
 
 
 def test_undecodable_file_name_and_strict_output_encoding(tmp_path):
