@@ -251,7 +251,7 @@ def run_check(opts: Options) -> int:
     summary = Summary(fixed=fixed_total, remaining_fixable=remaining_fixable, hidden_unsafe=hidden_unsafe, files=len(found.files), fix_mode=opts.fix)
 
     if fmt in ("json", "json-lines", "sarif", "gitlab") and any(m.fix for m in messages):
-        _attach_edits(messages)
+        _attach_edits(messages, opts.jobs)
     if any(m.path.endswith(".ipynb") for m in messages):  # rows -> (cell, row in cell)
         from amplint.notebook import translate_messages
 
@@ -326,29 +326,61 @@ def _emit(text: str, output_file: str | None) -> None:
             os.close(devnull)
 
 
-def _attach_edits(messages: list[Message]) -> None:
+def _file_edits(item):
+    """Edits for every fix of one file (worker side of _attach_edits)."""
     from amplint.fixer import edits_for
+
+    text, fixes = item
+    out = []
+    for fix in fixes:
+        try:
+            out.append(edits_for(text, fix))
+        except Exception:
+            out.append([])
+    return out
+
+
+def _attach_edits(messages: list[Message], jobs: int | None = None) -> None:
+    """Fill ``Message.edits`` (JSON/SARIF/GitLab output): one LibCST pass per fix, run per
+    file in a process pool when several files have fixes."""
     from amplint.source import SourceError, read_source
 
-    texts: dict[str, str | None] = {}
+    by_path: dict[str, list[Message]] = {}
     for m in messages:
-        if m.fix is None:
-            continue
-        if m.path not in texts:
-            try:
-                texts[m.path] = read_source(m.path).text
-                if m.path.endswith(".ipynb"):
-                    from amplint.notebook import virtual_text
+        if m.fix is not None:
+            by_path.setdefault(m.path, []).append(m)
+    items, owners = [], []
+    for path, ms in by_path.items():
+        try:
+            text = read_source(path).text
+            if path.endswith(".ipynb"):
+                from amplint.notebook import virtual_text
 
-                    texts[m.path] = virtual_text(texts[m.path], m.path)
-            except SourceError:
-                texts[m.path] = None
-        t = texts[m.path]
-        if t is not None:
-            try:
-                m.edits = edits_for(t, m.fix)
-            except Exception:
+                text = virtual_text(text, path)
+        except SourceError:
+            text = None
+        if text is None:
+            for m in ms:
                 m.edits = []
+            continue
+        items.append((text, [m.fix for m in ms]))
+        owners.append(ms)
+    jobs = jobs or os.cpu_count() or 1
+    results = None
+    if len(items) >= 4 and jobs > 1 and hasattr(os, "fork"):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        try:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=multiprocessing.get_context("fork")) as pool:
+                results = list(pool.map(_file_edits, items, chunksize=1))
+        except Exception:
+            results = None
+    if results is None:
+        results = [_file_edits(item) for item in items]
+    for ms, edits in zip(owners, results):
+        for m, e in zip(ms, edits):
+            m.edits = e
 
 
 def _run_stdin(opts: Options, settings: Settings, enabled: set[str]) -> int:

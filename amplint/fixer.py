@@ -55,8 +55,10 @@ class _Index:
         self.stmt_at: dict[tuple[int, int], cst.CSTNode] = {}
         self.line_stmt: dict[tuple[int, int], cst.SimpleStatementLine] = {}
         self.expr_at: dict[tuple[int, int, int, int], cst.CSTNode] = {}
+        self.by_id: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
         for node, rng in self.pos.items():
             start = (rng.start.line, rng.start.column)
+            self.by_id[id(node)] = (start, (rng.end.line, rng.end.column))
             if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.decorators:
                     pass  # ast anchors at the `def` line; decorated defs are never anchors
@@ -133,8 +135,25 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, plan: _Plan):
+    def __init__(self, plan: _Plan, index: "_Index | None" = None):
         self.plan = plan
+        # Only descend into nodes that contain a target: a fix re-renders its statements,
+        # not the whole module (LibCST's full traversal is most of the cost on big files).
+        self.by_id = index.by_id if index is not None else None
+        ids = set(plan.expr) | set(plan.before) | set(plan.after) | set(plan.replace) | set(plan.move)
+        self.targets = [self.by_id[i] for i in ids if self.by_id is not None and i in self.by_id]
+        if self.by_id is not None and len(self.targets) != len(ids):
+            self.by_id = None  # a target without a position: visit everything
+
+    def on_visit(self, node) -> bool:
+        if self.by_id is None:
+            return True
+        r = self.by_id.get(id(node))
+        if r is None or getattr(node, "decorators", None) or isinstance(node, cst.IndentedBlock):
+            # a decorated def's range (and its block's) starts at `def`, after the decorators
+            return True
+        start, end = r
+        return any(start <= t0 and t1 <= end for t0, t1 in self.targets)
 
     def on_leave(self, original, updated):
         oid = id(original)
@@ -267,9 +286,16 @@ def _apply_windowed(text: str, fixes: list[Fix]):
     return "".join(lines), applied_all
 
 
-def _apply_whole(text: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
+@functools.lru_cache(maxsize=2)
+def _parsed(text: str):
+    """LibCST module and position index of ``text``. Trees are immutable, so `edits_for`
+    (one call per fix of the same file) parses and indexes a file once, not once per fix."""
     module = cst.parse_module(text)
-    index = _Index(module)
+    return module, _Index(module)
+
+
+def _apply_whole(text: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
+    module, index = _parsed(text)
     plan = _Plan()
     taken: list = []
     applied: list[Fix] = []
@@ -287,7 +313,7 @@ def _apply_whole(text: str, fixes: list[Fix]) -> tuple[str, list[Fix]]:
         applied.append(fix)
     if not applied:
         return text, []
-    new_module = module.visit(_Apply(plan))
+    new_module = module.visit(_Apply(plan, index))
     return new_module.code, applied
 
 
@@ -344,8 +370,10 @@ def fix_text(text: str, path: str, want, max_passes: int = MAX_PASSES):
 
 
 def edits_for(text: str, fix: Fix) -> list[dict]:
-    """Ruff-style edits (content, location, end_location; 1-based) for one fix."""
-    new_text, applied = apply_fixes(text, [fix])
+    """Ruff-style edits (content, location, end_location; 1-based) for one fix. Only the
+    top-level statement the fix touches is parsed and re-rendered (one call per fix)."""
+    windowed = _apply_windowed(text, [fix])
+    new_text, applied = windowed if windowed is not None else _apply_whole(text, [fix])
     if not applied:
         return []
     a = split_lines(text)
