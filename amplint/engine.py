@@ -8,9 +8,13 @@ import sys
 import traceback
 
 from amplint.diagnostics import Diagnostic, FileError, FileResult
+from amplint.mask import parse_masked
 from amplint.model import build_model
 from amplint.screen import may_contain_amp
 from amplint.source import Source, SourceError, decode, read_source
+
+# Parse only the top-level definitions that can matter (amplint.mask); False: whole files.
+MASK = True
 
 BUG_HINT = "this is a bug in amplint; please report it with the file that triggers it"
 
@@ -60,7 +64,7 @@ def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
     from amplint.rules import ALL_RULES
 
     try:
-        tree = parse(text, path)
+        tree = (MASK and parse_masked(text, path)) or parse(text, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         result.errors.append(syntax_error(exc))
         return result
@@ -82,6 +86,7 @@ def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
             result.errors.append(FileError("E999", f"{rule.code}: too deeply nested to analyse (recursion limit)"))
         except Exception as exc:
             result.errors.append(_internal(rule.code, exc))
+    model.dispose()
     result.diagnostics.sort(key=lambda d: d.sort_key)
     return result
 

@@ -295,6 +295,19 @@ class FileModel:
             ecol = col
         return row, self.char_col(row, col), erow, self.char_col(erow, ecol)
 
+    def dispose(self) -> None:
+        """Break the model's reference cycles (functions <-> events, classes <-> methods) so
+        reference counting frees it at once; the cyclic GC would otherwise have to trace every
+        file's model (a third of a serial run's time on AMP-dense trees)."""
+        for f in self.funcs:
+            for lst in (f.events, f.calls, f.methods, f.bare_uses):
+                lst.clear()
+            f.nested.clear()
+            f.parent = f.cls = None
+        for c in self.classes.values():
+            c.methods.clear()
+        self.__dict__.clear()
+
     def reset_derived(self) -> None:
         self._status.clear()
         for name in ("_methods_by_key", "_called_keys", "stepped_optimizers"):

@@ -131,10 +131,12 @@ def train(model, loader, optimizer):
     ]
 
     def check(self, model):
-        if not model.autocast_calls or FRAMEWORK.search(model.source):
+        if not model.autocast_calls:
             return
         if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
             return  # a scaler is in use (under any name)
+        if FRAMEWORK.search(model.source):
+            return
         for call, f, ctx, stmt in model.autocast_calls:
             if not ctx.loops or autocast_enabled_off(call):
                 continue

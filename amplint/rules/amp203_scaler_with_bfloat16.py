@@ -103,8 +103,7 @@ for x in loader:
     ]
 
     def check(self, model):
-        if FP8.search(model.source):
-            return
+        fp8 = None  # the file-wide FP8 search is paid only when there is something to report
         for f in model.funcs:
             scales = [e for e in f.events if e.kind == "scale" or (e.kind == "backward" and e.scaled)]
             if not scales:
@@ -117,6 +116,10 @@ for x in loader:
             e = scales[0]
             if scaler_disabled(model, e.scaler):
                 continue
+            if fp8 is None:
+                fp8 = FP8.search(model.source) is not None
+            if fp8:
+                return
             st = scaler_text(model, f, e.scaler)
             yield self.diagnostic(
                 model,

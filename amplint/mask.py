@@ -1,0 +1,132 @@
+"""Parse only what can matter: blank out top-level functions and classes without an AMP token.
+
+A file passes the byte screen when it holds one AMP token somewhere; most of its top-level
+functions and classes usually hold none (model code, utilities), and the loop model never
+walks them. ``masked_source`` replaces those definitions with empty lines (so every row and
+column of the kept code is unchanged) before ``ast.parse``, which then parses only the kept
+code. What is kept: every top-level statement that is not a ``def``/``class`` (imports,
+assignments, scripts' loops), and every definition whose lines hold a token the model treats
+as relevant (``amplint.model.RELEVANT``) or the name of a variable assigned a
+``GradScaler(...)``.
+
+Masking is skipped (``None``) for short files, files with ``\\r`` line breaks, and files that
+alias ``GradScaler`` under another name. The engine parses the full text whenever the masked
+text does not parse or a kept definition did not come out where expected (a ``def`` line
+inside a multi-line string would mislead the line scan); a test runs every fixture and rule
+example both ways and requires the same findings.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+
+from amplint.model import RELEVANT, RELEVANT_WITH_SCALER, _match_rows
+
+MIN_LINES = 200  # below this a parse is cheap anyway
+
+_DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]")
+_SCALER_NAME = re.compile(r"[ \t]*(?:self\.)?([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*[\w.]*GradScaler\s*\(")
+_ALIAS = re.compile(r"=\s*[\w.]*GradScaler\s*$", re.M)
+_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
+
+
+class Masked:
+    """The masked text and the rows (1-based) where kept definitions start."""
+
+    __slots__ = ("text", "kept_defs")
+
+    def __init__(self, text: str, kept_defs: list[int]):
+        self.text = text
+        self.kept_defs = kept_defs
+
+
+def masked_source(text: str, force: bool = False) -> Masked | None:
+    if "\r" in text:
+        return None
+    lines = text.split("\n")
+    n = len(lines)
+    if n < MIN_LINES and not force:
+        return None
+    if _ALIAS.search(text):
+        return None
+    pattern = RELEVANT_WITH_SCALER if ("scaler" in text or "Scaler" in text) else RELEVANT
+    rows = _match_rows(text, pattern)
+    extra = set()
+    pos = text.find("GradScaler")
+    while pos != -1:  # `name = ...GradScaler(`: look back on the same line only
+        bol = text.rfind("\n", 0, pos) + 1
+        m = _SCALER_NAME.match(text, bol, text.find("\n", pos) if text.find("\n", pos) != -1 else len(text))
+        if m is not None and not pattern.search(m.group(1)):
+            extra.add(m.group(1))
+        pos = text.find("GradScaler", pos + 10)
+    if extra:
+        more = _match_rows(text, re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(extra))) + r")\b"))
+        rows = sorted(set(rows) | set(more))
+    chunks: list[tuple[int, int, int, str | None, bool]] = []  # start, def row, end, name, relevant
+    i = 0
+    while i < n:
+        line = lines[i]
+        if not (line.startswith("@") or _DEF.match(line)):
+            i += 1
+            continue
+        start = i
+        j = i
+        while j < n and lines[j].startswith("@"):
+            j += 1
+        if j >= n or not _DEF.match(lines[j]):
+            i = j + 1 if j == i else j  # a multi-line decorator: leave it to the parser
+            continue
+        k = j + 1
+        while k < n:
+            nxt = lines[k]
+            if nxt and nxt[0] not in " \t#)]}\f":
+                break
+            k += 1
+        # rows are 1-based; the chunk is lines[start:k] = rows start+1 .. k
+        p = bisect.bisect_left(rows, start + 1)
+        name = _NAME.match(lines[j])
+        chunks.append((start, j, k, name.group(1) if name else None, p < len(rows) and rows[p] <= k))
+        i = k
+    if all(c[4] for c in chunks):
+        return None
+    # A function called from kept code may receive the scaler under another name
+    # (`def step(loss, opt, gs)`): keep it too, and what it calls in turn.
+    masked_rows = set()
+    for start, _j, k, _name, rel in chunks:
+        if not rel:
+            masked_rows.update(range(start, k))
+    for _round in range(3):
+        kept_text = "\n".join(line for x, line in enumerate(lines) if x not in masked_rows)
+        grew = False
+        for idx, (start, j, k, name, rel) in enumerate(chunks):
+            if not rel and name and (name + "(") in kept_text:
+                chunks[idx] = (start, j, k, name, True)
+                masked_rows.difference_update(range(start, k))
+                grew = True
+        if not grew:
+            break
+    if not masked_rows:
+        return None
+    out = [("" if x in masked_rows else line) for x, line in enumerate(lines)]
+    return Masked("\n".join(out), [j + 1 for _s, j, _k, _n, rel in chunks if rel])
+
+
+def parse_masked(text: str, filename: str, force: bool = False) -> ast.Module | None:
+    """The tree of the masked text, or None when the full text must be parsed instead."""
+    m = masked_source(text, force)
+    if m is None:
+        return None
+    try:
+        tree = ast.parse(m.text, filename=filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    starts = {
+        node.lineno
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    if any(r not in starts for r in m.kept_defs):
+        return None
+    return tree

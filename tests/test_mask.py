@@ -1,0 +1,102 @@
+"""Masking irrelevant top-level definitions before parsing (amplint.mask) must never change
+a finding: every fixture and rule example is analysed both ways."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import os
+import textwrap
+
+import pytest
+
+import amplint.engine as engine
+from amplint.mask import masked_source, parse_masked
+from amplint.rules import ALL_RULES
+from amplint_testutil import FIXTURES
+
+SOURCES = [
+    *[(f"{c}-valid-{i}", src) for c, r in ALL_RULES.items() for i, src in enumerate(r.valid)],
+    *[(f"{c}-invalid-{i}", inv.code) for c, r in ALL_RULES.items() for i, inv in enumerate(r.invalid)],
+]
+for _p in sorted(glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True)):
+    with open(_p, encoding="utf-8") as _fh:
+        SOURCES.append((os.path.relpath(_p, FIXTURES), _fh.read()))
+
+PADDING = "\n\n".join(f"def unrelated_{i}(x):\n    return x * {i}\n" for i in range(5))
+
+
+def findings(src: str, mask: bool, monkeypatch) -> list:
+    monkeypatch.setattr(engine, "MASK", mask)
+    r = engine.analyze_text(src, "t.py")
+    return [(d.code, d.row, d.col, d.message, d.fix) for d in r.diagnostics] + [(e.code, e.row) for e in r.errors]
+
+
+@pytest.mark.parametrize("name,src", SOURCES, ids=[n for n, _ in SOURCES])
+def test_masking_changes_no_finding(name, src, monkeypatch):
+    # force masking on small sources by appending unrelated definitions (rows unchanged)
+    padded = src + "\n\n" + PADDING
+    monkeypatch.setattr("amplint.mask.MIN_LINES", 0)
+    assert findings(padded, True, monkeypatch) == findings(padded, False, monkeypatch)
+
+
+def test_masks_only_irrelevant_definitions():
+    src = textwrap.dedent(
+        """\
+        import torch
+
+        def model_code(x):
+            return x + 1
+
+        @decorator
+        def train(loader, scaler):
+            for x in loader:
+                scaler.step(opt)
+
+        class Net:
+            def forward(self, x):
+                return x
+
+        def step_helper(loss, opt, gs):
+            gs.update()
+
+        def loop(gs):
+            step_helper(1, 2, gs)
+        scaler = torch.amp.GradScaler("cuda")
+        loop(scaler)
+        """
+    )
+    m = masked_source(src, force=True)
+    kept = [ln for ln in m.text.split("\n") if ln.strip()]
+    assert "def model_code(x):" not in kept and "class Net:" not in kept
+    assert "def train(loader, scaler):" in kept and "@decorator" in kept
+    # called from kept code: kept (it may receive the scaler under another name)
+    assert "def loop(gs):" in kept and "def step_helper(loss, opt, gs):" in kept
+    assert len(m.text.split("\n")) == len(src.split("\n"))
+
+
+def test_def_line_inside_a_string_falls_back_to_the_full_parse():
+    src = textwrap.dedent(
+        '''\
+        import torch
+        def train(scaler):
+            """Example:
+        def helper():
+            pass
+            """
+            scaler.step(opt)
+
+        def other():
+            return 1
+        '''
+    )
+    tree = parse_masked(src, "t.py", force=True)
+    full = ast.parse(src)
+    if tree is not None:  # when it parses, the kept code must be what Python sees
+        assert [type(n).__name__ for n in tree.body if not isinstance(n, ast.Expr)][:2] == ["Import", "FunctionDef"]
+        assert ast.dump(tree.body[1]) == ast.dump(full.body[1])
+
+
+def test_crlf_and_aliases_are_not_masked():
+    assert masked_source("def f():\r\n    pass\r\n", force=True) is None
+    assert masked_source("import torch\nGS = torch.cuda.amp.GradScaler\ndef f():\n    pass\n", force=True) is None
