@@ -101,12 +101,12 @@ def verify(
         try:
             loops = harness.load_loops(path)
         except Exception as exc:  # the file itself failed to import
-            row = Row(f"{os.path.basename(os.fspath(path))}", dev, harness.dtype_name(dt),
+            row = Row(harness._display_path(path), dev, harness.dtype_name(dt),
                       error=f"import failed: {type(exc).__name__}: {exc}")
             rows.append(row)
             continue
         if not loops:
-            rows.append(Row(os.path.basename(os.fspath(path)), dev, harness.dtype_name(dt),
+            rows.append(Row(harness._display_path(path), dev, harness.dtype_name(dt),
                             error="no train_step/train_loop function found"))
             continue
         for name, fn in loops:
