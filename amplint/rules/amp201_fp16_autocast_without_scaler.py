@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import ast
 import re
 
+from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
 from amplint.rules import Invalid, Rule
+from amplint.rules._util import is_simple_call_stmt, stmt_anchor
 from amplint.rules._autocast import autocast_enabled_off, described
 
 FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
@@ -12,6 +15,7 @@ class Fp16AutocastWithoutScaler(Rule):
     code = "AMP201"
     name = "fp16-autocast-without-scaler"
     summary = "A CUDA float16 autocast training loop with no GradScaler"
+    fix_availability = "sometimes"
     docs = """
 ## What it does
 Checks for a training loop (it calls `backward()` and steps an optimizer) whose forward pass
@@ -49,8 +53,12 @@ for x, y in loader:
 or `torch.autocast("cuda", dtype=torch.bfloat16)` on hardware that supports it.
 
 ## Fix safety
-No fix: where the scaler is created, whether a checkpoint must carry its state and how it
-interacts with gradient clipping and accumulation are decisions the fix cannot make.
+The fix creates `scaler = torch.amp.GradScaler("cuda")` before the outermost loop of the
+function and routes the loop's backward, step and update through it, as above. It is
+unsafe: it changes the numerics (that is the point), checkpoints do not carry the new
+scaler's state, and switching to bfloat16 may be the better choice. It is offered only for
+the simple shape: one `loss.backward()` and one `optimizer.step()` in the loop, as whole
+statements, no gradient clipping in between, `torch` imported, and a free name for the scaler.
 """
     valid = [
         # bf16
@@ -115,17 +123,56 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """,
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.zero_grad()
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            unsafe=True,
         ),
         Invalid(
             """
 import torch
 def train(model, loader, optimizer):
-    for x, y in loader:
-        with torch.cuda.amp.autocast(enabled=True):
-            loss = loss_fn(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    for epoch in range(10):
+        for x, y in loader:
+            with torch.cuda.amp.autocast(enabled=True):
+                loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            optimizer.step()
+""",
+            fixed="""
+import torch
+def train(model, loader, optimizer):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(10):
+        for x, y in loader:
+            with torch.cuda.amp.autocast(enabled=True):
+                loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            scaler.scale(loss).backward(retain_graph=True)
+            scaler.step(optimizer)
+            scaler.update()
+""",
+            unsafe=True,
+        ),
+        # clipping in between: reported, no fix (it would need unscale_ first)
+        Invalid(
+            """
+import torch
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
 """,
         ),
     ]
@@ -154,6 +201,39 @@ def train(model, loader, optimizer):
                 "float16 autocast in a training loop with no GradScaler: small gradients underflow to zero and "
                 "inf/NaN steps are applied; add `torch.amp.GradScaler(\"cuda\")` (scale/step/update) or use "
                 "`dtype=torch.bfloat16`",
-                None,
+                self._fix(model, f, ctx, loop, backs, steps),
                 stmt,
             )
+
+    @staticmethod
+    def _fix(model, f, ctx, loop, backs, steps):
+        """Add a scaler before the outermost loop; route backward/step/update through it."""
+        if len(backs) != 1 or len(steps) != 1:
+            return None
+        b, p = backs[0], steps[0]
+        if not (b.seq < p.seq and b.co_occurs(p) and is_simple_call_stmt(b) and is_simple_call_stmt(p)):
+            return None
+        if b.node.args or not isinstance(b.node.func, ast.Attribute):
+            return None
+        if any(e.kind in ("clip", "unscale", "zero_grad") and b.seq < e.seq < p.seq for e in f.events):
+            return None
+        torch_name = next((k for k, v in model.module_scope.items() if v == "torch"), None)
+        if torch_name is None:
+            return None
+        name = next((n for n in ("scaler", "grad_scaler", "amp_scaler") if not re.search(rf"\b{n}\b", model.source)), None)
+        if name is None:
+            return None
+        outer = ctx.loops[0].node
+        recv = b.node.func.value
+        (r, c, er, ec) = model.span(recv)
+        (pr, pc, per, pec) = model.span(p.node)
+        return Fix(
+            "unsafe",
+            f"Add `{name} = {torch_name}.amp.GradScaler(\"cuda\")` and route backward/step/update through it",
+            (
+                InsertStatement(stmt_anchor(model, outer), f'{name} = {torch_name}.amp.GradScaler("cuda")', "before"),
+                ReplaceExpression((r, c), (er, ec), f"{name}.scale({model.text(recv)})"),
+                ReplaceExpression((pr, pc), (per, pec), f"{name}.step({p.optimizer})"),
+                InsertStatement(stmt_anchor(model, p.stmt), f"{name}.update()"),
+            ),
+        )
