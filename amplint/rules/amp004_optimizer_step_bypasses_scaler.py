@@ -3,7 +3,7 @@ from __future__ import annotations
 from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
 from amplint.model import amp_ish
 from amplint.rules import Invalid, Rule
-from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
+from amplint.rules._util import scaler_text, simple_stmt, stmt_anchor
 
 
 class OptimizerStepBypassesScaler(Rule):
@@ -163,7 +163,7 @@ for i, x in enumerate(loader):
                 b = self._source_backward(f, backs, p)
                 if b is None:
                     continue
-                s = self._scaler_text(model, f, b)
+                s = scaler_text(model, f, b.scaler)
                 unscaled = any(
                     u.kind == "unscale" and u.optimizer == p.optimizer and b.seq < u.seq < p.seq and u.co_occurs(p)
                     for u in f.events
@@ -181,13 +181,6 @@ for i, x in enumerate(loader):
                     self._fix(model, f, p, b, s),
                     p.stmt,
                 )
-
-    @staticmethod
-    def _scaler_text(model, f, b) -> str:
-        for e in f.events:
-            if e.scaler == b.scaler and e.kind in ("scale", "step", "update", "unscale"):
-                return receiver_text(model, e.node)
-        return str(b.scaler[-1])
 
     @staticmethod
     def _source_backward(f, backs, p):

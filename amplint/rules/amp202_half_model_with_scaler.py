@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from amplint.model import exclusive
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled, scaler_text
 
@@ -147,7 +148,7 @@ def train(model, loader):
                     if s is None:
                         continue
                     if any(
-                        a.kind == "ctor" and a.func is f and exclusive_ctx(a.ctx, mc.ctx)
+                        a.kind == "ctor" and a.func is f and exclusive(a.ctx.lits, mc.ctx.lits)
                         for a in model.assigns.get(s.scaler, ())
                     ):
                         continue
@@ -161,9 +162,3 @@ def train(model, loader):
                         mc.stmt,
                     )
                     break
-
-
-def exclusive_ctx(a, b) -> bool:
-    from amplint.model import exclusive
-
-    return exclusive(a.lits, b.lits)
