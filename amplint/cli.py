@@ -32,10 +32,11 @@ class LazyGroup(click.Group):
 
                 return getattr(import_module(mod), attr)
             except (ImportError, AttributeError) as exc:
+                reason = str(exc)
 
                 @click.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
                 def unavailable():
-                    click.echo(f"error: `amplint {name}` is unavailable: {exc}", err=True)
+                    click.echo(f"error: `amplint {name}` is unavailable: {reason}", err=True)
                     sys.exit(2)
 
                 return unavailable
@@ -117,7 +118,7 @@ def _safe_streams() -> None:
 def _run(**kw) -> int:
     _safe_streams()
     try:
-        from amplint.checker import Options, run_check
+        from amplint.pipeline import Options, run_check
 
         return run_check(Options.from_cli(kw))
     except click.exceptions.Exit:

@@ -1,7 +1,7 @@
 """Diagnostics, fixes and the fix actions the LibCST fixer knows how to apply.
 
 A rule decides *where* and *what*; a fix is a tuple of position-anchored actions that
-``amplint.fixer`` carries out on the LibCST tree, so every rewrite keeps comments,
+``amplint.fix.apply`` carries out on the LibCST tree, so every rewrite keeps comments,
 quotes, indentation and line endings.
 """
 

@@ -58,7 +58,7 @@ class AmplintChecker:
         text = "".join(self.lines)
         if not may_contain_amp(text.encode("utf-8", "surrogatepass")):
             return
-        from amplint.engine import analyze_text
+        from amplint.analyze import analyze_text
         from amplint.selection import ignored_for_file
 
         settings, enabled = _settings_for(self.filename)

@@ -333,7 +333,7 @@ def virtual_text(text: str, path: str) -> str:
 
 
 def analyze_notebook_bytes(data: bytes, path: str) -> FileResult:
-    from amplint.engine import analyze_text
+    from amplint.analyze import analyze_text
     from amplint.screen import may_contain_amp
     from amplint.source import SourceError, decode
 

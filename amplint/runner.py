@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from amplint.cache import Cache
 from amplint.diagnostics import FileError, FileResult
-from amplint import engine
-from amplint.engine import analyze_bytes
+from amplint import analyze as engine
+from amplint.analyze import analyze_bytes
 from amplint.screen import may_contain_amp
 
 SERIAL_BELOW = 24  # files to analyse; below this a pool costs more than it saves
@@ -81,7 +81,7 @@ def _work_safe(path: str, known_digest: str | None = None, timeout: float | None
     try:
         return _work(path, known_digest, timeout, hash_it)
     except Exception as exc:  # e.g. MemoryError outside the engine's per-rule containment
-        from amplint.engine import _internal
+        from amplint.analyze import _internal
 
         return path, None, None, FileResult(path, errors=[_internal("worker", exc)])
 
@@ -97,7 +97,7 @@ def _isolated(items, timeout, ctx) -> list:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    from amplint.engine import BUG_HINT
+    from amplint.analyze import BUG_HINT
 
     outs = []
     for p, d in items:

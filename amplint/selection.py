@@ -5,6 +5,8 @@ from __future__ import annotations
 import fnmatch
 import os
 
+from amplint.diagnostics import Diagnostic
+from amplint.noqa import is_suppressed
 from amplint.settings import ConfigError, Settings
 
 # Codes reported for files that could not be checked; always on.
@@ -74,3 +76,20 @@ def ignored_for_file(settings: Settings, path: str) -> set[str]:
             for s in sel:
                 out |= _expand(s, list(ALL_RULES), f"per-file-ignores `{pattern}`")
     return out
+
+
+class Filter:
+    """Which findings of a file are reported: enabled, not ignored for the file, not noqa'd."""
+    def __init__(self, settings: Settings, enabled: set[str]):
+        self.settings = settings
+        self.enabled = enabled
+        self._lines: dict[str, list[str]] = {}
+
+    def keep(self, path: str, d: Diagnostic, lines: list[str] | None) -> bool:
+        if d.code not in self.enabled:
+            return False
+        if d.code in ignored_for_file(self.settings, path):
+            return False
+        if lines is not None and is_suppressed(lines, d.code, [d.row, d.stmt_row]):
+            return False
+        return True

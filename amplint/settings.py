@@ -187,3 +187,41 @@ def torch_at_least(settings: Settings, version: str) -> bool:
     have = _parse_version(settings.target_torch_version) or (0,)
     need = _parse_version(version) or (0,)
     return have >= need
+
+
+def resolve(opts) -> Settings:
+    """The settings of a run: the nearest [tool.amplint] (or --config, or none with
+    --isolated), then the command-line flags on top."""
+    if opts.isolated:
+        settings = Settings()
+    else:
+        cfg = opts.config_path
+        if cfg is not None and not os.path.isfile(cfg):
+            raise ConfigError(f"config file not found: {cfg}")
+        if cfg is None:
+            start = next((p for p in opts.paths if p != "-"), None) or os.getcwd()
+            if opts.stdin_filename and (not opts.paths or opts.paths == ("-",)):
+                start = opts.stdin_filename
+            start = os.path.abspath(start)
+            while not os.path.exists(start) and os.path.dirname(start) != start:
+                start = os.path.dirname(start)  # an unsaved editor buffer: its would-be directory
+            cfg = find_config(start)
+        settings = load_settings(cfg)
+    changes: dict = {}
+    if opts.select is not None:
+        changes["select"] = opts.select
+    if opts.extend_select:
+        changes["extend_select"] = settings.extend_select + opts.extend_select
+    if opts.ignore:
+        changes["ignore"] = settings.ignore + opts.ignore
+    if opts.preview is not None:
+        changes["preview"] = opts.preview
+    if opts.target_torch_version:
+        if not _parse_version(opts.target_torch_version):
+            raise ConfigError(f"--target-torch-version: not a version: {opts.target_torch_version}")
+        changes["target_torch_version"] = opts.target_torch_version
+    if opts.cache_dir:
+        changes["cache_dir"] = os.path.abspath(opts.cache_dir)
+    if opts.force_exclude:
+        changes["force_exclude"] = True
+    return settings._replace(**changes) if changes else settings

@@ -1,4 +1,4 @@
-"""Masking irrelevant top-level definitions before parsing (amplint.mask) must never change
+"""Masking irrelevant top-level definitions before parsing (amplint.parse) must never change
 a finding: every fixture and rule example is analysed both ways."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-import amplint.engine as engine
-from amplint.mask import masked_source, parse_masked
+import amplint.analyze as engine
+from amplint.parse import masked_source, parse_masked
 from amplint.rules import ALL_RULES
 from amplint_testutil import FIXTURES
 
@@ -36,7 +36,7 @@ def findings(src: str, mask: bool, monkeypatch) -> list:
 def test_masking_changes_no_finding(name, src, monkeypatch):
     # force masking on small sources by appending unrelated definitions (rows unchanged)
     padded = src + "\n\n" + PADDING
-    monkeypatch.setattr("amplint.mask.MIN_LINES", 0)
+    monkeypatch.setattr("amplint.parse.MIN_LINES", 0)
     assert findings(padded, True, monkeypatch) == findings(padded, False, monkeypatch)
 
 

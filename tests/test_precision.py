@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from amplint.engine import analyze_text
+from amplint.analyze import analyze_text
 from amplint.noqa import is_suppressed
 from amplint_testutil import FIXTURES
 

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from amplint.engine import analyze_text
-from amplint.fixer import fix_text
+from amplint.analyze import analyze_text
+from amplint.fix.apply import fix_text
 from amplint.rules import ALL_RULES
 from amplint.screen import may_contain_amp
 

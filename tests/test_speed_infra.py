@@ -288,7 +288,7 @@ SCREEN_NEGATIVE = [
 @pytest.mark.parametrize("src", SCREEN_NEGATIVE)
 def test_screened_out_files_have_no_findings_when_analysed(src):
     """The screen is an optimisation only: what it rejects, the full analysis finds nothing in."""
-    from amplint.engine import analyze_text
+    from amplint.analyze import analyze_text
     from amplint.screen import may_contain_amp
 
     assert not may_contain_amp(src.encode())
@@ -297,7 +297,7 @@ def test_screened_out_files_have_no_findings_when_analysed(src):
 
 
 def test_fixtures_rejected_by_the_screen_have_no_findings():
-    from amplint.engine import analyze_text
+    from amplint.analyze import analyze_text
     from amplint.screen import may_contain_amp
 
     root = Path(__file__).resolve().parent.parent / "fixtures"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from amplint import engine
-from amplint.engine import analyze_text
+from amplint import analyze as engine
+from amplint.analyze import analyze_text
 
 SRC = "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n    pass\n"
 

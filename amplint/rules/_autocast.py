@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from amplint.names import qualify
+from amplint.model.names import qualify
 
 FP16 = {"torch.float16", "torch.half"}
 BF16 = {"torch.bfloat16"}

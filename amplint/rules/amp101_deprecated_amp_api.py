@@ -4,7 +4,7 @@ import ast
 import re
 
 from amplint.diagnostics import Fix, ReplaceExpression, ReplaceStatement
-from amplint.names import dotted
+from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import stmt_anchor
 from amplint.settings import _parse_version

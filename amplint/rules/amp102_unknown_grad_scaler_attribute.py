@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from amplint.model import CERTAIN
-from amplint.names import GRAD_SCALER_API
+from amplint.model.names import GRAD_SCALER_API
 from amplint.rules import Invalid, Rule
 
 OVERFLOW_WORDS = ("overflow", "inf", "nan", "skip", "found")

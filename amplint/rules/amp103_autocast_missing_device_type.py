@@ -4,7 +4,7 @@ import ast
 import re
 
 from amplint.diagnostics import Fix, ReplaceExpression
-from amplint.names import canonical, qualify
+from amplint.model.names import canonical, qualify
 from amplint.rules import Invalid, Rule
 
 GENERIC = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})

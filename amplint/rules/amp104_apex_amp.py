@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from amplint.diagnostics import Fix
-from amplint.names import dotted
+from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
 
 

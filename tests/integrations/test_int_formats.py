@@ -121,7 +121,7 @@ def test_gitlab_code_quality_fingerprints_survive_moving_code(tmp_path):
 
 
 def test_gitlab_fingerprints_are_unique_for_identical_lines():
-    from amplint.formats_extra import format_gitlab
+    from amplint.report.gitlab import format_gitlab
     from amplint.report import Message, Summary
 
     ms = [Message("a.py", "AMP001", "m", row, 4, row, 10, source_line="    scaler.step(opt)\n") for row in (5, 9)]

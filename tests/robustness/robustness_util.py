@@ -32,12 +32,10 @@ FORMATS = ["full", "concise", "json", "json-lines", "github"]
 
 
 def extra_formats() -> list[str]:
-    """sarif/gitlab/junit when amplint/formats_extra.py exists (a colleague adds it)."""
-    try:
-        from amplint import formats_extra  # noqa: F401
-    except ImportError:
-        return []
-    return [f for f in ("sarif", "gitlab", "junit") if f in getattr(formats_extra, "FORMATTERS", {})]
+    """The CI formats (every format but the text ones)."""
+    from amplint.report import FORMATS
+
+    return [f for f in ("sarif", "gitlab", "junit") if f in FORMATS]
 
 
 def _env(env=None) -> dict:

@@ -8,9 +8,9 @@ import ast
 
 import pytest
 
-from amplint import fixer
-from amplint.engine import analyze_text
-from amplint.fixer import edits_for, fix_text
+from amplint.fix import apply as fixer
+from amplint.analyze import analyze_text
+from amplint.fix.apply import edits_for, fix_text
 from amplint.rules import ALL_RULES
 from robustness_util import FIXED, FLAGGED, FLAGGED_ROW, run
 

@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from amplint import fixer_driver, source
-from amplint.engine import analyze_path
+from amplint import source
+from amplint.fix import files as fixer_driver
+from amplint.analyze import analyze_path
 from robustness_util import FIXED, FLAGGED, run, run_patched
 
 # A hard kill (SIGKILL: no finally blocks, no atexit) at a chosen point of source.atomic_write.
@@ -176,7 +177,7 @@ def test_file_changed_between_read_and_write_is_left_alone(tmp_path, monkeypatch
     f = tmp_path / "train.py"
     f.write_text(FLAGGED)
     edited = FLAGGED + "# saved by an editor meanwhile\n"
-    import amplint.fixer as fixer
+    import amplint.fix.apply as fixer
 
     real_fix_text = fixer.fix_text
 
@@ -215,7 +216,7 @@ def test_changed_on_disk_through_the_cli(tmp_path):
     (tmp_path / "a.py").write_text(FLAGGED)
     (tmp_path / "b.py").write_text(FLAGGED)
     prelude = """
-import amplint.fixer as F
+import amplint.fix.apply as F
 _real = F.fix_text
 def fix_text(text, path, *a, **k):
     out = _real(text, path, *a, **k)

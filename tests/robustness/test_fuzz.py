@@ -26,10 +26,10 @@ from hypothesis import event as _hyp_event
 from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
 
-from amplint.engine import analyze_text
+from amplint.analyze import analyze_text
 import libcst
 
-from amplint.fixer import CannotFix, fix_text
+from amplint.fix.apply import CannotFix, fix_text
 from amplint.rules import ALL_RULES
 from robustness_util import REPO
 

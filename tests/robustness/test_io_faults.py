@@ -87,7 +87,7 @@ def test_file_vanishing_before_fix_is_reported_not_crashed(tmp_path):
     _tree(tmp_path, 2, {})
     (tmp_path / "late.py").write_text(FLAGGED)
     prelude = """
-import os, amplint.fixer_driver as FD
+import os, amplint.fix.files as FD
 _real = FD.fix_files
 def fix_files(results, *a, **k):
     os.unlink("late.py")

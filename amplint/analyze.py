@@ -1,25 +1,25 @@
-"""Analyse one file: screen, parse once, build the loop model, run every rule."""
+"""Analyse one file: screen, parse once, build the loop model, run every rule (a rule that
+crashes is contained to this file as AMP900)."""
 
 from __future__ import annotations
 
-import ast
 import gc
 import sys
 import traceback
 
-from amplint.diagnostics import Diagnostic, FileError, FileResult
-from amplint.mask import parse_masked
+from amplint.diagnostics import FileError, FileResult
+from amplint.parse import parse, parse_masked, syntax_error
 from amplint.model import build_model
 from amplint.screen import may_contain_amp
 from amplint.source import Source, SourceError, decode, read_source
 
-# Parse only the top-level definitions that can matter (amplint.mask); False: whole files.
+# Parse only the top-level definitions that can matter (amplint.parse); False: whole files.
 MASK = True
 
 BUG_HINT = "this is a bug in amplint; please report it with the file that triggers it"
 
 # The torch version the checked project targets (settings.target_torch_version); rules read it
-# from ``FileModel.target_torch_version``. Set once per run by the checker (and in each worker
+# from ``FileModel.target_torch_version``. Set once per run by the pipeline (and in each worker
 # of the process pool); part of ``Settings.fingerprint`` so the cache follows it.
 TARGET_TORCH_VERSION: str | None = None
 
@@ -29,27 +29,8 @@ def configure(target_torch_version: str | None) -> None:
     TARGET_TORCH_VERSION = target_torch_version
 
 
-def syntax_error(exc: BaseException) -> FileError:
-    if isinstance(exc, SyntaxError):
-        row = exc.lineno or 1
-        col = max((exc.offset or 1) - 1, 0)
-        return FileError("E999", f"SyntaxError: {exc.msg}", row, col)
-    if isinstance(exc, RecursionError):
-        return FileError("E999", "SyntaxError: too deeply nested to parse (recursion limit)")
-    if isinstance(exc, MemoryError):
-        # CPython's parser raises a bare MemoryError when its stack overflows (e.g. 100k unary minus)
-        return FileError("E999", "SyntaxError: too deeply nested or too large to parse (parser stack overflow)")
-    return FileError("E999", f"SyntaxError: {exc}")
-
-
-def parse(text: str, path: str) -> ast.Module:
-    return ast.parse(text, filename=path)
-
-
 def analyze_text(text: str, path: str, rules=None) -> FileResult:
     """Every rule's raw findings (before selection and noqa) for one decoded file."""
-    from amplint.rules import ALL_RULES
-
     result = FileResult(path)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # ast trees are acyclic; collecting during the parse only costs time

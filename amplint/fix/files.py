@@ -9,9 +9,9 @@ from amplint.source import split_lines
 
 def fix_files(results: list[FileResult], opts, filt, text_cache):
     """Returns (new results, number fixed, diffs, messages for files that could not be written)."""
-    from amplint.engine import analyze_text
-    from amplint.fixer import CannotFix, fix_text, unified_diff
-    from amplint.source import ChangedOnDisk, SourceError, atomic_write, read_source
+    from amplint.analyze import analyze_text
+    from amplint.fix.apply import CannotFix, fix_text, unified_diff
+    from amplint.source import ChangedOnDisk, SourceError, atomic_write
 
     out: list[FileResult] = []
     fixed_total = 0
@@ -55,7 +55,7 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
                 out.append(r)
                 continue
             except Exception as exc:  # an internal error in the fixer: contain it to this file
-                from amplint.engine import _internal
+                from amplint.analyze import _internal
 
                 err = _internal("fixer", exc)
                 out.append(FileResult(r.path, r.diagnostics, [*r.errors, err]))
@@ -135,7 +135,7 @@ PARALLEL_FIX_MIN = 4
 
 
 def _fix_worker(item):
-    from amplint.fixer import fix_text
+    from amplint.fix.apply import fix_text
 
     path, text = item
     opts, filt = _POOL_CTX

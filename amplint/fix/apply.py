@@ -19,7 +19,6 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from amplint.source import split_lines
 from amplint.diagnostics import (
-    Diagnostic,
     Fix,
     InsertStatement,
     MoveOutOfWith,
@@ -331,7 +330,7 @@ def fix_text(text: str, path: str, want, max_passes: int = MAX_PASSES):
     """Fix ``text`` to a fixed point. ``want(diagnostic, lines) -> bool`` says which findings to
     fix (given the diagnostic and the current text's lines, for noqa). Returns
     (new_text, number_of_fixes_applied, converged)."""
-    from amplint.engine import analyze_text
+    from amplint.analyze import analyze_text
 
     total = 0
     for _ in range(max_passes):

@@ -1,4 +1,4 @@
-"""Parse only what can matter: blank out top-level functions and classes without an AMP token.
+"""Parse a file once, with CPython's ``ast``, and only what can matter: blank out top-level functions and classes without an AMP token.
 
 A file passes the byte screen when it holds one AMP token somewhere; most of its top-level
 functions and classes usually hold none (model code, utilities), and the loop model never
@@ -6,7 +6,7 @@ walks them. ``masked_source`` replaces those definitions with empty lines (so ev
 column of the kept code is unchanged) before ``ast.parse``, which then parses only the kept
 code. What is kept: every top-level statement that is not a ``def``/``class`` (imports,
 assignments, scripts' loops), and every definition whose lines hold a token the model treats
-as relevant (``amplint.model.RELEVANT``) or the name of a variable assigned a
+as relevant (``amplint.tokens.RELEVANT``) or the name of a variable assigned a
 ``GradScaler(...)``.
 
 Masking is skipped (``None``) for short files, files with ``\\r`` line breaks, and files that
@@ -22,7 +22,8 @@ import ast
 import bisect
 import re
 
-from amplint.model import RELEVANT, RELEVANT_WITH_SCALER, _match_rows
+from amplint.diagnostics import FileError
+from amplint.tokens import RELEVANT, RELEVANT_WITH_SCALER, match_rows
 
 MIN_LINES = 200  # below this a parse is cheap anyway
 
@@ -52,7 +53,7 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
     if _ALIAS.search(text):
         return None
     pattern = RELEVANT_WITH_SCALER if ("scaler" in text or "Scaler" in text) else RELEVANT
-    rows = _match_rows(text, pattern)
+    rows = match_rows(text, pattern)
     extra = set()
     pos = text.find("GradScaler")
     while pos != -1:  # `name = ...GradScaler(`: look back on the same line only
@@ -62,7 +63,7 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
             extra.add(m.group(1))
         pos = text.find("GradScaler", pos + 10)
     if extra:
-        more = _match_rows(text, re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(extra))) + r")\b"))
+        more = match_rows(text, re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(extra))) + r")\b"))
         rows = sorted(set(rows) | set(more))
     chunks: list[tuple[int, int, int, str | None, bool]] = []  # start, def row, end, name, relevant
     i = 0
@@ -130,3 +131,20 @@ def parse_masked(text: str, filename: str, force: bool = False) -> ast.Module | 
     if any(r not in starts for r in m.kept_defs):
         return None
     return tree
+
+
+def syntax_error(exc: BaseException) -> FileError:
+    if isinstance(exc, SyntaxError):
+        row = exc.lineno or 1
+        col = max((exc.offset or 1) - 1, 0)
+        return FileError("E999", f"SyntaxError: {exc.msg}", row, col)
+    if isinstance(exc, RecursionError):
+        return FileError("E999", "SyntaxError: too deeply nested to parse (recursion limit)")
+    if isinstance(exc, MemoryError):
+        # CPython's parser raises a bare MemoryError when its stack overflows (e.g. 100k unary minus)
+        return FileError("E999", "SyntaxError: too deeply nested or too large to parse (parser stack overflow)")
+    return FileError("E999", f"SyntaxError: {exc}")
+
+
+def parse(text: str, path: str) -> ast.Module:
+    return ast.parse(text, filename=path)

@@ -1,0 +1,398 @@
+"""``FileModel``: everything the rules may ask about one file (scalers, keys, callees,
+updates reachable through helpers, optimizers)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cached_property
+from typing import Iterator
+
+from amplint.model.facts import (
+    CERTAIN, LIKELY, NOT, Assign, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key, Loop, Ref,
+    MethodCall,
+)
+from amplint.model.names import GRAD_SCALER_API, dotted, qualify
+from amplint.source import split_lines
+
+SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?)?scaler$", re.IGNORECASE)
+OPTIMIZER_NAME = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
+NOT_OPTIMIZER = re.compile(r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator", re.IGNORECASE)
+AMP_TOKENS = frozenset(
+    {
+        "amp", "scaler", "fp16", "half", "mixed", "precision", "autocast", "bf16", "bfloat16",
+        "fp32", "float16", "float32", "apex", "deepspeed", "fsdp", "accelerator", "scaling",
+        "float", "dtype", "fp8", "grad_scaler", "gradscaler", "use_amp", "enable_amp",
+    }
+)
+GUARD_TEXT = re.compile(r"hasattr|version|TORCH_|is_torch|_torch_|getattr")
+
+
+def amp_ish(text: str) -> bool:
+    toks = {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t}
+    return bool(toks & AMP_TOKENS) or "scaler" in text.lower()
+
+
+
+class FileModel:
+    """Everything the rules may ask about one file."""
+
+    def __init__(self, source: str, tree: ast.Module):
+        self.source = source
+        self.tree = tree
+        self.lines = split_lines(source)  # rows as the parser counts them (not str.splitlines)
+        self.module_scope: dict[str, str] = {}
+        self.funcs: list[Func] = []
+        self.classes: dict[str, ClassInfo] = {}
+        self.toplevel: dict[str, Func] = {}
+        self.assigns: dict[Key, list[Assign]] = {}
+        self.refs: list[Ref] = []
+        self.imports: list[ImportInfo] = []
+        self.autocast_calls: list[tuple[ast.Call, Func, Ctx, ast.stmt]] = []
+        self.qual_calls: list[CallSite] = []
+        self.annotated_scalers: set[Key] = set()
+        self.aliases: set[str] = set()  # names assigned a torch AMP object (GS = torch.cuda.amp.GradScaler)
+        self.target_torch_version = "2.4"  # set by the engine from settings
+        self._status: dict[Key, str] = {}
+        self._seq = 0
+        self.mentions_torch_amp = any(
+            t in source for t in ("GradScaler", "autocast", "torch.amp", "cuda.amp", "cpu.amp", "import amp")
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def text(self, node: ast.AST) -> str:
+        # ast.get_source_segment re-splits the whole source on every call (quadratic on a 1 MB line)
+        seg = _segment(self.lines, node)
+        return seg if seg is not None else ast.unparse(node)
+
+    def char_col(self, lineno: int, col: int) -> int:
+        """ast columns are UTF-8 byte offsets; convert to characters."""
+        if lineno - 1 >= len(self.lines):
+            return col
+        line = self.lines[lineno - 1]
+        if line.isascii():
+            return col
+        return len(line.encode("utf-8")[:col].decode("utf-8", errors="replace"))
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        """(row, col, end_row, end_col), 1-based rows, 0-based character columns."""
+        row, col = node.lineno, node.col_offset
+        erow = getattr(node, "end_lineno", None) or row
+        ecol = getattr(node, "end_col_offset", None)
+        if ecol is None:
+            ecol = col
+        return row, self.char_col(row, col), erow, self.char_col(erow, ecol)
+
+    def dispose(self) -> None:
+        """Break the model's reference cycles (functions <-> events, classes <-> methods) so
+        reference counting frees it at once; the cyclic GC would otherwise have to trace every
+        file's model (a third of a serial run's time on AMP-dense trees)."""
+        for f in self.funcs:
+            for lst in (f.events, f.calls, f.methods, f.bare_uses):
+                lst.clear()
+            f.nested.clear()
+            f.parent = f.cls = None
+        for c in self.classes.values():
+            c.methods.clear()
+        self.__dict__.clear()
+
+    def reset_derived(self) -> None:
+        self._status.clear()
+        for name in ("_methods_by_key", "_called_keys", "stepped_optimizers"):
+            self.__dict__.pop(name, None)
+
+    def mentions(self, func: Func, name: str) -> bool:
+        node = func.node
+        start = getattr(node, "lineno", 1)
+        end = getattr(node, "end_lineno", None) or len(self.lines)
+        return name in "".join(self.lines[start - 1 : end])
+
+    # ------------------------------------------------------------------ scalers
+    def scaler_status(self, key: Key | None) -> str:
+        if key is None:
+            return NOT
+        if key in self._status:
+            return self._status[key]
+        self._status[key] = NOT  # cycle guard
+        result = self._compute_status(key)
+        self._status[key] = result
+        return result
+
+    def is_scaler(self, key: Key | None) -> bool:
+        return self.scaler_status(key) != NOT
+
+    def _compute_status(self, key: Key) -> str:
+        if key in self.annotated_scalers:
+            return CERTAIN
+        evidence = NOT
+        veto = False
+        for a in self.assigns.get(key, ()):
+            if a.kind == "ctor":
+                evidence = CERTAIN
+            elif a.kind == "veto":
+                veto = True
+            elif a.kind == "key":
+                st = self.scaler_status(a.ref)
+                if st == CERTAIN:
+                    evidence = CERTAIN
+                elif st == LIKELY and evidence == NOT:
+                    evidence = LIKELY
+        if veto:
+            return NOT
+        if evidence != NOT:
+            return evidence
+        # Name-based: only for names that look like scalers, in files that use torch AMP,
+        # and whose use matches GradScaler's API.
+        name = key[-1] if isinstance(key[-1], str) else ""
+        if key[0] == "X" or not SCALER_NAME.match(name) or not self.mentions_torch_amp:
+            return NOT
+        if self._api_consistent(key):
+            return LIKELY
+        return NOT
+
+    @cached_property
+    def _methods_by_key(self) -> dict[Key, list[MethodCall]]:
+        out: dict[Key, list[MethodCall]] = {}
+        for f in self.funcs:
+            for m in f.methods:
+                if m.receiver is not None:
+                    out.setdefault(m.receiver, []).append(m)
+        return out
+
+    @cached_property
+    def _called_keys(self) -> set[Key]:
+        out = set()
+        for c in self.qual_calls:
+            k = self.key_of_expr(c.callee, c.func)
+            if k is not None:
+                out.add(k)
+        return out
+
+    def _api_consistent(self, key: Key) -> bool:
+        uses = self._methods_by_key.get(key, [])
+        if key in self._called_keys:
+            return False
+        if any(m.attr not in GRAD_SCALER_API and not m.attr.startswith("__") for m in uses):
+            return False
+        return any(m.attr in ("scale", "step", "update", "unscale_") for m in uses)
+
+    def scaler_keys(self) -> list[Key]:
+        keys = set(self.assigns) | set(self._methods_by_key) | self.annotated_scalers
+        return sorted((k for k in keys if self.is_scaler(k)), key=repr)
+
+    def constructions(self, key: Key) -> list[Assign]:
+        return [a for a in self.assigns.get(key, ()) if a.kind == "ctor"]
+
+    # ------------------------------------------------------------------ keys
+    def key_of_expr(self, node: ast.AST, func: Func) -> Key | None:
+        if isinstance(node, ast.Name):
+            return self.name_key(node.id, func)
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            if isinstance(base, ast.Name):
+                f: Func | None = func
+                while f is not None:
+                    if f.self_name and base.id == f.self_name and f.cls is not None:
+                        return ("A", f.cls.qualname, node.attr)
+                    if base.id in f.locals or base.id in f.params:
+                        break
+                    f = f.parent
+            parts = dotted(node)
+            if parts is not None:
+                return ("X", ".".join(parts))
+        return None
+
+    def name_key(self, name: str, func: Func) -> Key:
+        f: Func | None = func
+        while f is not None:
+            if f.node is self.tree:
+                break
+            if name in f.locals or name in f.params:
+                return ("L", f.fid, name)
+            f = f.parent
+        return ("G", name)
+
+    # ------------------------------------------------------------------ queries
+    def events(self, kind: str | None = None) -> Iterator[Event]:
+        for f in self.funcs:
+            for e in f.events:
+                if kind is None or e.kind == kind:
+                    yield e
+
+    def func_of_key(self, key: Key) -> Func | None:
+        if key[0] == "L":
+            for f in self.funcs:
+                if f.fid == key[1]:
+                    return f
+        return None
+
+    def resolve_callee(self, call: CallSite) -> Func | None:
+        return self.resolve_callee_expr(call.callee, call.func)
+
+    def resolve_callee_expr(self, callee: ast.expr, f: Func) -> Func | None:
+        if isinstance(callee, ast.Name):
+            g: Func | None = f
+            while g is not None:
+                if callee.id in g.nested:
+                    return g.nested[callee.id]
+                g = g.parent
+            return self.toplevel.get(callee.id)
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+            g = f
+            while g is not None:
+                if g.self_name == callee.value.id and g.cls is not None:
+                    return g.cls.methods.get(callee.attr)
+                g = g.parent
+        return None
+
+    def calls_self_unknown(self, call: CallSite) -> bool:
+        """``self.something(...)`` that is not a method defined in this class."""
+        callee = call.callee
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+            g: Func | None = call.func
+            while g is not None:
+                if g.self_name == callee.value.id and g.cls is not None:
+                    return callee.attr not in g.cls.methods
+                g = g.parent
+        if (
+            isinstance(callee, ast.Attribute)
+            and isinstance(callee.value, ast.Call)
+            and isinstance(callee.value.func, ast.Name)
+            and callee.value.func.id == "super"
+        ):
+            return True
+        return False
+
+    def may_update(self, func: Func, key: Key, within: Loop | None = None, _seen=None) -> bool:
+        """Can running ``func`` (only the part inside loop ``within`` when given) call
+        ``update()`` on the scaler ``key``? Unknown callees that receive the scaler (or
+        ``self`` for attribute scalers) count as yes: precision first."""
+        if _seen is None:
+            _seen = set()
+        if (func.fid, key, id(within)) in _seen:
+            return False
+        _seen.add((func.fid, key, id(within)))
+
+        def inside(ctx: Ctx) -> bool:
+            return within is None or within in ctx.loops
+
+        for e in func.events:
+            if e.kind == "update" and e.scaler == key and inside(e.ctx):
+                return True
+        for k, _node, ctx, _seq in func.bare_uses:
+            if inside(ctx) and (k == key or (key[0] == "A" and k[0] == "L" and k[2] == func.self_name)):
+                return True
+        for c in func.calls:
+            if not inside(c.ctx):
+                continue
+            callee = self.resolve_callee(c)
+            if callee is not None and not callee.walked:
+                # not analysed (no AMP token in it): unknown, unless it cannot name the scaler
+                if any(k == key for _p, k in c.arg_keys) or self.mentions(callee, str(key[-1])):
+                    return True
+                continue
+            if callee is not None:
+                if key[0] in ("A", "G") and self.may_update(callee, key, None, _seen):
+                    return True
+                for pos, k in c.arg_keys:
+                    if k == key:
+                        pname = self._param_for(callee, pos)
+                        if pname is None or self.may_update(callee, ("L", callee.fid, pname), None, _seen):
+                            return True
+            elif key[0] == "A" and self.calls_self_unknown(c):
+                cls = self.classes.get(key[1])
+                if cls is None or cls.has_unknown_bases:
+                    return True
+        # nested functions defined here may be called in ways we do not see
+        for nested in func.nested.values():
+            if nested.walked and self.may_update(nested, key, None, _seen):
+                if within is None or any(
+                    isinstance(n, ast.Name) and n.id == nested.name
+                    for c in func.calls
+                    if within in c.ctx.loops
+                    for n in [c.callee]
+                ):
+                    return True
+        return False
+
+    @staticmethod
+    def _param_for(func: Func, pos: int | str) -> str | None:
+        if isinstance(pos, str):
+            return pos if pos in func.params else None
+        params = func.params
+        if func.self_name and params and params[0] == func.self_name:
+            params = params[1:]
+        return params[pos] if pos < len(params) else None
+
+    def escapes(self, key: Key, func: Func) -> bool:
+        """Is the scaler ``key`` handed to code we cannot see (passed, returned, stored)?"""
+        for f in self.funcs:
+            for k, _n, _c, _s in f.bare_uses:
+                if k == key:
+                    return True
+        return False
+
+    def updated_anywhere(self, key: Key) -> bool:
+        return any(e.kind == "update" and e.scaler == key for e in self.events())
+
+    def iteration_loop(self, e: Event) -> Loop | None:
+        """The innermost loop around ``e`` that is a training iteration, not a loop over
+        optimizers (``for opt in optimizers: scaler.step(opt)``)."""
+        names = set()
+        if e.node is not None and isinstance(e.node, ast.Call):
+            for a in e.node.args:
+                names |= {n.id for n in ast.walk(a) if isinstance(n, ast.Name)}
+        for loop in reversed(e.loops):
+            if names and loop.targets & names:
+                continue
+            return loop
+        return None
+
+    def is_optimizer(self, receiver: ast.expr, func: Func) -> bool:
+        text = ".".join(dotted(receiver) or [])
+        if not text:
+            return False
+        last = text.rsplit(".", 1)[-1]
+        if text in self.stepped_optimizers:
+            return True
+        if NOT_OPTIMIZER.search(last):
+            return False
+        key = self.key_of_expr(receiver, func)
+        if key is not None:
+            for a in self.assigns.get(key, ()):
+                if a.value is not None and isinstance(a.value, ast.Call):
+                    q = qualify(a.value.func, a.func.scopes()) or ""
+                    if "lr_scheduler" in q or "swa_utils" in q:
+                        return False
+                    if q.startswith("torch.optim.") and q.count(".") == 2:
+                        return True
+        return bool(OPTIMIZER_NAME.search(last))
+
+    @cached_property
+    def stepped_optimizers(self) -> set[str]:
+        return {e.optimizer for e in self.events() if e.kind in ("step", "unscale") and e.optimizer}
+
+
+
+def _cut(line: str, start: int | None, end: int | None) -> str:
+    if line.isascii():
+        return line[start:end]
+    return line.encode("utf-8")[start:end].decode("utf-8", errors="replace")
+
+
+def _segment(lines: list[str], node: ast.AST) -> str | None:
+    """ast.get_source_segment over pre-split lines (ast offsets are UTF-8 byte columns)."""
+    try:
+        row, erow = node.lineno - 1, node.end_lineno - 1
+        col, ecol = node.col_offset, node.end_col_offset
+    except (AttributeError, TypeError):
+        return None
+    if erow is None or ecol is None or row < 0 or erow >= len(lines) or erow < row:
+        return None
+    if row == erow:
+        return _cut(lines[row], col, ecol)
+    return "".join([_cut(lines[row], col, None), *lines[row + 1 : erow], _cut(lines[erow], None, ecol)])

@@ -1,0 +1,297 @@
+"""The orchestrator of `amplint check`/`fix`; it reads top to bottom as the data flows:
+
+    settings -> discover -> (screen -> parse -> model -> rules, per file: amplint.runner)
+             -> select/noqa -> fixes -> messages -> report
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from amplint.diagnostics import Diagnostic, FileError, FileResult
+from amplint.report import Message, Summary, emit, formatter
+from amplint.selection import Filter, enabled_codes, validate_per_file_ignores
+from amplint.settings import ConfigError, Settings, resolve
+
+
+class Options:
+    """The command-line options of `check`/`fix` (see amplint.cli)."""
+
+    paths: tuple[str, ...]
+    fix: bool
+    unsafe_fixes: bool
+    diff: bool
+    exit_zero: bool
+    exit_non_zero_on_fix: bool
+    statistics: bool
+    output_format: str
+    output_file: str | None
+    select: tuple[str, ...] | None
+    extend_select: tuple[str, ...] | None
+    ignore: tuple[str, ...] | None
+    preview: bool | None
+    target_torch_version: str | None
+    no_cache: bool
+    cache_dir: str | None
+    config_path: str | None
+    isolated: bool
+    force_exclude: bool | None
+    stdin_filename: str | None
+    add_noqa: bool
+    show_files: bool
+    quiet: bool
+    jobs: int | None
+    per_file_timeout: float | None = None  # None: runner's default (30 s); 0: no budget
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    @classmethod
+    def from_cli(cls, kw: dict) -> "Options":
+        def split(v):
+            if v is None:
+                return None
+            return tuple(s.strip() for s in v.split(",") if s.strip())
+
+        return cls(
+            paths=tuple(kw["paths"]),
+            fix=bool(kw["fix"]),
+            unsafe_fixes=kw["unsafe_fixes"],
+            diff=kw["diff"],
+            exit_zero=kw["exit_zero"],
+            exit_non_zero_on_fix=kw["exit_non_zero_on_fix"],
+            statistics=kw["statistics"],
+            output_format=kw["output_format"] or "full",
+            output_file=kw["output_file"],
+            select=split(kw["select"]),
+            extend_select=split(kw["extend_select"]),
+            ignore=split(kw["ignore"]),
+            preview=kw["preview"],
+            target_torch_version=kw["target_torch_version"],
+            no_cache=kw["no_cache"],
+            cache_dir=kw["cache_dir"],
+            config_path=kw["config_path"],
+            isolated=kw["isolated"],
+            force_exclude=kw["force_exclude"],
+            stdin_filename=kw["stdin_filename"],
+            add_noqa=kw["add_noqa"],
+            show_files=kw["show_files"],
+            quiet=kw["quiet"],
+            jobs=kw["jobs"],
+            per_file_timeout=kw.get("per_file_timeout"),
+        )
+
+
+def run_check(opts: Options) -> int:
+    # settings: [tool.amplint] + flags; a bad configuration is a usage error (exit 2)
+    try:
+        settings = resolve(opts)
+        enabled = enabled_codes(settings, settings.config_path or "--select/--ignore")
+        validate_per_file_ignores(settings)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    from amplint import analyze
+
+    analyze.configure(settings.target_torch_version)
+    filt = Filter(settings, enabled)
+    if list(opts.paths) == ["-"]:
+        return _run_stdin(opts, settings, filt)
+
+    # discover
+    from amplint.discover import discover
+
+    found = discover(list(opts.paths) or ["."], settings)
+    if opts.show_files:
+        for f in found.files:
+            click.echo(f)
+        return 0
+
+    # analyse every file (screen, parse, model, rules), cached by content
+    results = _analyse(found.files, opts, settings)
+    results += [FileResult(p, errors=[FileError("E902", "No such file or directory")]) for p in found.missing]
+
+    # fix (or diff, or add noqa), then re-analyse what changed
+    text_cache: dict[str, list[str] | None] = {}
+    fixed_total, diffs, write_failures = 0, [], []
+    if opts.fix or opts.diff or opts.add_noqa:
+        from amplint.fix.files import fix_files
+
+        results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
+        if opts.add_noqa:
+            click.echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
+
+    # select, noqa -> messages
+    messages: list[Message] = []
+    for r in results:
+        messages += file_messages(r, filt, opts.unsafe_fixes, text_cache)
+    messages += write_failures
+    messages.sort(key=lambda m: (m.path, m.row, m.col, m.code))
+    internal = any(e.internal for r in results for e in r.errors)
+
+    # report
+    if opts.diff:
+        emit("".join(diffs), opts.output_file)
+        if diffs:
+            click.echo(f"Would fix {fixed_total} error{'s' if fixed_total != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", err=True)
+        else:
+            click.echo("No errors would be fixed.", err=True)
+        return 2 if internal else (1 if diffs else 0)
+    summary = Summary(
+        fixed=fixed_total,
+        remaining_fixable=sum(m.applicable for m in messages),
+        hidden_unsafe=sum(1 for m in messages if not m.applicable and m.fix is not None and m.fix.applicability == "unsafe"),
+        files=len(found.files),
+        fix_mode=opts.fix,
+    )
+    _report(messages, summary, opts)
+
+    if internal:
+        return 2
+    if opts.exit_zero:
+        return 0
+    if opts.fix and opts.exit_non_zero_on_fix and fixed_total:
+        return 1
+    return 1 if messages else 0
+
+
+def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileResult]:
+    cache = None
+    if not opts.no_cache:
+        from amplint.cache import Cache
+
+        cache_dir = settings.cache_dir or os.path.join(settings.root, ".amplint_cache")
+        cache = Cache(cache_dir, settings.root, settings.fingerprint())
+    from amplint.runner import DEFAULT_PER_FILE_TIMEOUT, run
+
+    timeout = DEFAULT_PER_FILE_TIMEOUT if opts.per_file_timeout is None else opts.per_file_timeout
+    return run(files, cache, opts.jobs, timeout=timeout)
+
+
+def applicable(d: Diagnostic, unsafe: bool) -> bool:
+    """Would ``amplint fix`` apply this finding's fix with these flags?"""
+    return d.fix is not None and (d.fix.applicability == "safe" or (unsafe and d.fix.applicability == "unsafe"))
+
+
+_ERROR_NAMES = {"E902": "io-error", "AMP901": "timeout"}
+
+
+def file_messages(r: FileResult, filt: Filter, unsafe: bool, text_cache: dict, lines: list[str] | None = None) -> list[Message]:
+    """The reported messages of one file: its errors, then its selected, un-noqa'd findings."""
+    from amplint.rules import ALL_RULES
+
+    out = [
+        Message(r.path, e.code, e.message, e.row, e.col, e.row, e.col, is_error=True,
+                name="internal-error" if e.internal else _ERROR_NAMES.get(e.code, "syntax-error"))
+        for e in r.errors
+    ]
+    for d in r.diagnostics:
+        if d.code not in filt.enabled:
+            continue
+        if lines is None:
+            lines = _lines_of(r.path, text_cache)
+        if not filt.keep(r.path, d, lines):
+            continue
+        rule = ALL_RULES.get(d.code)
+        out.append(
+            Message(
+                r.path, d.code, d.message, d.row, d.col, d.end_row, d.end_col, d.fix,
+                url=rule.url if rule else None, name=rule.name if rule else None,
+                source_line=lines[d.row - 1] if lines and 0 < d.row <= len(lines) else None,
+                noqa_row=d.stmt_row or d.row, applicable=applicable(d, unsafe),
+            )
+        )
+    return out
+
+
+def _lines_of(path: str, text_cache: dict) -> list[str] | None:
+    if path in text_cache:
+        return text_cache[path]
+    from amplint.source import SourceError, read_source, split_lines
+
+    try:
+        text = read_source(path).text
+        if path.endswith(".ipynb"):  # a notebook's rows count lines of its joined code cells
+            from amplint.notebook import virtual_text
+
+            text = virtual_text(text, path)
+        lines = split_lines(text)
+    except SourceError:
+        lines = None
+    text_cache[path] = lines
+    return lines
+
+
+def _report(messages: list[Message], summary: Summary, opts: Options) -> None:
+    fmt = opts.output_format
+    if fmt in ("json", "json-lines", "sarif", "gitlab") and any(m.fix for m in messages):
+        from amplint.fix.edits import attach_edits
+
+        attach_edits(messages, opts.jobs)
+    if any(m.path.endswith(".ipynb") for m in messages):  # rows -> (cell, row in cell)
+        from amplint.notebook import translate_messages
+
+        translate_messages(messages)
+    if opts.statistics:
+        from amplint.report.text import format_statistics
+
+        text = format_statistics(messages)
+    elif fmt in ("full", "concise"):
+        text = formatter(fmt)(messages, summary, show_summary=not opts.quiet)
+    else:
+        text = formatter(fmt)(messages, summary)
+    emit(text, opts.output_file)
+    if fmt in ("full", "concise") and not opts.quiet:
+        for m in messages:
+            if m.is_error:
+                click.echo(f"{m.path}: error: {m.message}", err=True)
+
+
+def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
+    from amplint.analyze import analyze_text
+    from amplint.source import SourceError, decode, split_lines
+
+    data = sys.stdin.buffer.read()
+    name = opts.stdin_filename or "-"
+    if opts.force_exclude or settings.force_exclude:
+        from amplint.discover import Excluder
+
+        if opts.stdin_filename and Excluder(settings).excluded(opts.stdin_filename, False):
+            if opts.fix:
+                sys.stdout.buffer.write(data)
+            return 0
+    try:
+        text, encoding = decode(data)
+    except SourceError as exc:
+        click.echo(f"{name}:1:1: E902 {exc}")
+        return 1
+    if opts.fix:
+        from amplint.fix.apply import fix_text
+
+        try:
+            new, n, _ = fix_text(text, name, lambda d, lines: filt.keep(name, d, lines) and applicable(d, opts.unsafe_fixes))
+        except Exception as exc:  # the fixer failed (e.g. recursion limit): echo the input unchanged
+            click.echo(f"{name}: error: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
+            new, n = text, 0
+        sys.stdout.buffer.write(new.encode(encoding))
+        result = analyze_text(new, name)
+        remaining = [d for d in result.diagnostics if filt.keep(name, d, split_lines(new))]
+        for e in result.errors:  # the buffer could not be checked: say so (stdout holds the code)
+            click.echo(f"{name}:{e.row}:{e.col + 1}: error: {e.code} {e.message}", err=True)
+        if any(e.internal for e in result.errors):
+            return 2
+        if opts.exit_zero:
+            return 0
+        return 1 if remaining or result.errors or (opts.exit_non_zero_on_fix and n) else 0
+    result = analyze_text(text, name)
+    messages = file_messages(result, filt, opts.unsafe_fixes, {}, lines=split_lines(text))
+    fmt = opts.output_format
+    summary = Summary(remaining_fixable=sum(m.applicable for m in messages))
+    text_out = formatter(fmt)(messages, summary, show_summary=not opts.quiet) if fmt in ("full", "concise") else formatter(fmt)(messages, summary)
+    emit(text_out, opts.output_file)
+    if any(e.internal for e in result.errors):
+        return 2
+    return 0 if opts.exit_zero else (1 if messages else 0)

@@ -1,0 +1,117 @@
+"""Reporting: the messages reporters see (never rules or syntax trees) and the registry of
+output formats, one module each (loaded only when its format is asked for)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from amplint.diagnostics import Fix
+
+
+class Message:
+    """One reported finding or per-file error, as the reporters see it."""
+
+    def __init__(
+        self,
+        path: str,
+        code: str,
+        message: str,
+        row: int,
+        col: int,  # 0-based
+        end_row: int,
+        end_col: int,
+        fix: Fix | None = None,
+        url: str | None = None,
+        name: str | None = None,
+        source_line: str | None = None,
+        noqa_row: int | None = None,
+        is_error: bool = False,
+        edits: list | None = None,
+        applicable: bool = False,  # the fix would be applied with the current flags
+        extra: dict | None = None,
+        cell: int | None = None,  # notebooks: 1-based cell number; row/end_row count lines within the cell
+    ):
+        self.path = path
+        self.code = code
+        self.message = message
+        self.row = row
+        self.col = col
+        self.end_row = end_row
+        self.end_col = end_col
+        self.fix = fix
+        self.url = url
+        self.name = name
+        self.source_line = source_line
+        self.noqa_row = noqa_row
+        self.is_error = is_error
+        self.edits = edits
+        self.applicable = applicable
+        self.extra = {} if extra is None else extra
+        self.cell = cell
+
+    def __repr__(self) -> str:
+        return f"Message({self.path!r}, {self.code!r}, row={self.row}, col={self.col}, {self.message!r})"
+
+    @property
+    def fixable_marker(self) -> str:
+        return " [*]" if self.applicable else ""
+
+
+class Summary:
+    def __init__(self, fixed: int = 0, remaining_fixable: int = 0, hidden_unsafe: int = 0, files: int = 0, fix_mode: bool = False):
+        self.fixed = fixed
+        self.remaining_fixable = remaining_fixable
+        self.hidden_unsafe = hidden_unsafe
+        self.files = files
+        self.fix_mode = fix_mode
+
+
+def location(m: Message) -> str:
+    """``path:row:col:`` (``path:cell N:row:col:`` in a notebook), 1-based columns."""
+    if m.cell is not None:
+        return f"{m.path}:cell {m.cell}:{m.row}:{m.col + 1}:"
+    return f"{m.path}:{m.row}:{m.col + 1}:"
+
+
+# format name -> (module, function); modules load on demand so the default path stays light
+FORMATS = {
+    "full": ("text", "format_full"),
+    "concise": ("text", "format_concise"),
+    "json": ("json", "format_json"),
+    "json-lines": ("json", "format_json_lines"),
+    "github": ("github", "format_github"),
+    "sarif": ("sarif", "format_sarif"),
+    "gitlab": ("gitlab", "format_gitlab"),
+    "junit": ("junit", "format_junit"),
+}
+
+
+def formatter(fmt: str):
+    """The formatter ``(messages, summary) -> str`` of output format ``fmt``."""
+    from importlib import import_module
+
+    mod, fn = FORMATS[fmt]
+    return getattr(import_module(f"amplint.report.{mod}"), fn)
+
+
+def emit(text: str, output_file: str | None) -> None:
+    """Write the report to ``output_file`` or stdout; an unwritable file is a usage error
+    (exit 2); a reader that left the pipe ends the run quietly."""
+    if output_file:
+        try:
+            d = os.path.dirname(os.path.abspath(output_file))
+            os.makedirs(d, exist_ok=True)
+            with open(output_file, "w", encoding="utf-8", errors="backslashreplace") as fh:
+                fh.write(text)
+        except OSError as exc:  # a usage problem, not a crash: exit 2 with the reason
+            print(f"error: cannot write the report to {output_file}: {exc.strerror or exc}", file=sys.stderr)
+            sys.exit(2)
+    else:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `amplint check | head`: the reader left; keep the exit code
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)

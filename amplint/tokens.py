@@ -1,0 +1,97 @@
+"""The AMP tokens: which rows of a file can hold AMP code (one literal search over the text).
+Shared by the parser's masking and the model builder, which walk only what can matter."""
+
+from __future__ import annotations
+
+import re
+
+# A function whose text matches none of these cannot produce an AMP event or reference.
+RELEVANT = re.compile(r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd")
+# In a file that has a scaler, half-precision models and checkpoints matter too.
+RELEVANT_WITH_SCALER = re.compile(
+    r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd|half\(|float16|state_dict"
+)
+
+
+def match_rows(source: str, pattern: re.Pattern) -> list[int]:
+    """The rows (counted at \\n) that hold a match of ``pattern``."""
+    lits = _literals(pattern.pattern)
+    if lits is not None:
+        return _literal_rows(source, lits)
+    rows: list[int] = []
+    last = 0
+    row = 1
+    for mt in pattern.finditer(source):
+        row += source.count("\n", last, mt.start())
+        last = mt.start()
+        if not rows or rows[-1] != row:
+            rows.append(row)
+    return rows
+
+
+# Speed (issue 8): Python's regex engine scans an alternation of words at ~20 MB/s, while
+# str.find runs at memory speed. A pattern that is only an alternation of literal words
+# (each optionally between \b, with [xX] classes) is therefore searched word by word; the
+# rows are the same, since no match spans a line. Any other pattern uses the regex.
+_ALT_PART = re.compile(r"(\\b)?((?:\\[^A-Za-z0-9]|\[[A-Za-z0-9_]+\]|[^\\\[\]().*+?{}|^$])+)(\\b)?")
+_literal_cache: dict[str, list[tuple[str, bool, bool]] | None] = {}
+
+
+def _literals(pat: str) -> list[tuple[str, bool, bool]] | None:
+    """``pat`` as (word, \\b before, \\b after) alternatives, or None if it is not that simple."""
+    if pat in _literal_cache:
+        return _literal_cache[pat]
+    out: list[tuple[str, bool, bool]] | None = []
+    body, outer = pat, (False, False)
+    grouped = re.fullmatch(r"\\b\(\?:(.*)\)\\b", pat)
+    if grouped and "(" not in grouped.group(1) and ")" not in grouped.group(1):
+        body, outer = grouped.group(1), (True, True)
+    for alt in body.split("|"):
+        mt = _ALT_PART.fullmatch(alt)
+        if mt is None or not alt:
+            out = None
+            break
+        words = [""]
+        for piece in re.findall(r"\\.|\[[A-Za-z0-9_]+\]|.", mt.group(2)):
+            if piece.startswith("["):
+                words = [w + c for w in words for c in dict.fromkeys(piece[1:-1])]
+            else:
+                words = [w + piece[-1] for w in words]
+        out.extend((w, bool(mt.group(1)) or outer[0], bool(mt.group(3)) or outer[1]) for w in words)
+    if len(_literal_cache) < 256:
+        _literal_cache[pat] = out
+    return out
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _literal_rows(source: str, lits: list[tuple[str, bool, bool]]) -> list[int]:
+    find = source.find
+    n = len(source)
+    pos: list[int] = []
+    for word, b_before, b_after in lits:
+        k = len(word)
+        if not k:
+            continue
+        i = find(word)
+        while i != -1:
+            if b_before and (i > 0 and _is_word(source[i - 1])) == _is_word(word[0]):
+                pass
+            elif b_after and (i + k < n and _is_word(source[i + k])) == _is_word(word[-1]):
+                pass
+            else:
+                pos.append(i)
+            i = find(word, i + 1)
+    pos.sort()
+    rows: list[int] = []
+    last = 0
+    row = 1
+    count = source.count
+    for p in pos:
+        row += count("\n", last, p)
+        last = p
+        if not rows or rows[-1] != row:
+            rows.append(row)
+    return rows
