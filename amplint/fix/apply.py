@@ -52,29 +52,48 @@ class _Index:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.pos = wrapper.resolve(PositionProvider)
         self.stmt_at: dict[tuple[int, int], cst.CSTNode] = {}
-        self.line_stmt: dict[tuple[int, int], cst.SimpleStatementLine] = {}
+        # small statements: start -> (container line or one-line suite, the small statement)
+        self.small_at: dict[tuple[int, int], tuple[cst.CSTNode, cst.BaseSmallStatement]] = {}
         self.expr_at: dict[tuple[int, int, int, int], cst.CSTNode] = {}
         self.by_id: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
         for node, rng in self.pos.items():
             start = (rng.start.line, rng.start.column)
             self.by_id[id(node)] = (start, (rng.end.line, rng.end.column))
             if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.decorators:
-                    pass  # ast anchors at the `def` line; decorated defs are never anchors
                 self.stmt_at.setdefault(start, node)
-                if isinstance(node, cst.SimpleStatementLine):
-                    for small in node.body:
-                        srng = self.pos[small]
-                        self.line_stmt[(srng.start.line, srng.start.column)] = node
+            if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                for small in node.body:
+                    srng = self.pos[small]
+                    self.small_at[(srng.start.line, srng.start.column)] = (node, small)
             elif isinstance(node, cst.BaseExpression):
                 key = (rng.start.line, rng.start.column, rng.end.line, rng.end.column)
                 self.expr_at.setdefault(key, node)
 
     def stmt(self, anchor) -> cst.CSTNode:
-        node = self.line_stmt.get(tuple(anchor)) or self.stmt_at.get(tuple(anchor))
+        """The unit an edit at ``anchor`` addresses: a whole line when the statement is alone
+        on it, else the one small statement (``a; b`` or a one-line suite ``if c: a; b``),
+        never its neighbours; or a compound statement."""
+        hit = self.small_at.get(tuple(anchor))
+        if hit is not None:
+            container, small = hit
+            if isinstance(container, cst.SimpleStatementLine) and len(container.body) == 1:
+                return container
+            return small
+        node = self.stmt_at.get(tuple(anchor))
         if node is None:
             raise FixConflict(f"no statement at {anchor}")
         return node
+
+    def line(self, anchor) -> cst.CSTNode:
+        """The whole line of the statement at ``anchor``, when it starts that line (a move
+        takes whole lines; it cannot split ``a; b``)."""
+        hit = self.small_at.get(tuple(anchor))
+        if hit is not None:
+            container, small = hit
+            if not isinstance(container, cst.SimpleStatementLine) or container.body[0] is not small:
+                raise FixConflict(f"statement at {anchor} shares its line with an earlier one")
+            return container
+        return self.stmt(anchor)
 
     def span(self, node) -> tuple[tuple[int, int], tuple[int, int]]:
         r = self.pos[node]
@@ -85,6 +104,16 @@ def _parse_statements(code: str) -> list[cst.BaseStatement]:
     if not code.strip():
         return []
     return list(cst.parse_module(code if code.endswith("\n") else code + "\n").body)
+
+
+def _small_statements(stmts: list) -> list[cst.BaseSmallStatement]:
+    """``stmts`` as small statements (for an edit inside ``a; b`` or a one-line suite)."""
+    out: list[cst.BaseSmallStatement] = []
+    for st in stmts:
+        if not isinstance(st, cst.SimpleStatementLine):
+            raise FixConflict("a compound statement cannot go on a line shared with other statements")
+        out.extend(sm.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for sm in st.body)
+    return out
 
 
 def _footprint(index: _Index, fix: Fix) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -111,11 +140,17 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
     for a in fix.actions:
         if isinstance(a, InsertStatement):
             node = index.stmt(a.anchor)
+            code = _parse_statements(a.code)
+            if isinstance(node, cst.BaseSmallStatement):
+                code = _small_statements(code)
             target = plan.after if a.where == "after" else plan.before
-            target.setdefault(id(node), []).extend(_parse_statements(a.code))
+            target.setdefault(id(node), []).extend(code)
         elif isinstance(a, ReplaceStatement):
             node = index.stmt(a.anchor)
-            plan.replace[id(node)] = _parse_statements(a.code)
+            code = _parse_statements(a.code)
+            if isinstance(node, cst.BaseSmallStatement):
+                code = _small_statements(code)
+            plan.replace[id(node)] = code
         elif isinstance(a, ReplaceExpression):
             key = (a.start[0], a.start[1], a.end[0], a.end[1])
             node = index.expr_at.get(key)
@@ -124,7 +159,7 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
             plan.expr[id(node)] = cst.parse_expression(a.code)
         elif isinstance(a, MoveOutOfWith):
             w = index.stmt(a.with_anchor)
-            first = index.stmt(a.first)
+            first = index.line(a.first)
             if not isinstance(w, cst.With) or not isinstance(w.body, cst.IndentedBlock):
                 raise FixConflict("not a with block")
             body = list(w.body.body)
@@ -180,12 +215,35 @@ class _Apply(cst.CSTTransformer):
             if not out:
                 return cst.RemovalSentinel.REMOVE
             return cst.FlattenSentinel(out)
-        return updated
+        return super().on_leave(original, updated)  # leave_IndentedBlock & co.
 
     def leave_IndentedBlock(self, original, updated):
         if not updated.body:
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return updated
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if updated.body is original.body:
+            return updated
+        if not updated.body:  # every small statement of the line was deleted
+            return cst.RemovalSentinel.REMOVE
+        return updated.with_changes(body=_tidy_semicolons(updated.body))
+
+    def leave_SimpleStatementSuite(self, original, updated):
+        if updated.body is original.body:
+            return updated
+        if not updated.body:
+            return updated.with_changes(body=[cst.Pass()])
+        return updated.with_changes(body=_tidy_semicolons(updated.body))
+
+
+def _tidy_semicolons(body) -> list:
+    """After an edit inside ``a; b``: no trailing ``;`` on the last small statement."""
+    body = list(body)
+    last = body[-1]
+    if isinstance(last.semicolon, cst.Semicolon):
+        body[-1] = last.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+    return body
 
 
 WINDOW_MIN_LINES = 2000  # from this size on, LibCST sees only the top-level statements fixed
