@@ -49,7 +49,26 @@ class MoveOutOfWith(NamedTuple):
     first: Pos
 
 
-Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith
+class RewriteCall(NamedTuple):
+    """Rewrite the call spanning ``start``..``end`` in place: its callee becomes ``func``
+    (unchanged when None) and ``prepend`` arguments go before the existing ones. Everything
+    inside the parentheses (comments, line breaks, the other arguments) is kept."""
+
+    start: Pos
+    end: Pos
+    func: str | None
+    prepend: tuple[str, ...] = ()
+
+
+class RenameImportModule(NamedTuple):
+    """In the ``from M import ...`` statement at ``anchor``, replace the module ``M`` with
+    ``module``; the imported names, parentheses and comments are kept."""
+
+    anchor: Pos
+    module: str
+
+
+Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith | RewriteCall | RenameImportModule
 
 
 class Fix(NamedTuple):

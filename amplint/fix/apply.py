@@ -22,8 +22,10 @@ from amplint.diagnostics import (
     Fix,
     InsertStatement,
     MoveOutOfWith,
+    RenameImportModule,
     ReplaceExpression,
     ReplaceStatement,
+    RewriteCall,
 )
 
 MAX_PASSES = 10
@@ -45,6 +47,8 @@ class _Plan:
     after: dict = field(default_factory=dict)
     replace: dict = field(default_factory=dict)  # id(stmt) -> [statements] (empty: delete)
     move: dict = field(default_factory=dict)  # id(with) -> index of first moved statement
+    call: dict = field(default_factory=dict)  # id(call) -> (new func or None, [args to prepend])
+    module: dict = field(default_factory=dict)  # id(import from) -> new module expression
 
 
 class _Index:
@@ -95,6 +99,12 @@ class _Index:
             return container
         return self.stmt(anchor)
 
+    def import_from(self, anchor) -> cst.ImportFrom:
+        hit = self.small_at.get(tuple(anchor))
+        if hit is None or not isinstance(hit[1], cst.ImportFrom):
+            raise FixConflict(f"no `from ... import` at {anchor}")
+        return hit[1]
+
     def span(self, node) -> tuple[tuple[int, int], tuple[int, int]]:
         r = self.pos[node]
         return (r.start.line, r.start.column), (r.end.line, r.end.column)
@@ -123,8 +133,10 @@ def _footprint(index: _Index, fix: Fix) -> list[tuple[tuple[int, int], tuple[int
             out.append(index.span(index.stmt(a.anchor)))
         elif isinstance(a, MoveOutOfWith):
             out.append(index.span(index.stmt(a.with_anchor)))
-        elif isinstance(a, ReplaceExpression):
+        elif isinstance(a, (ReplaceExpression, RewriteCall)):
             out.append((tuple(a.start), tuple(a.end)))
+        elif isinstance(a, RenameImportModule):
+            out.append(index.span(index.import_from(a.anchor)))
     return out
 
 
@@ -157,6 +169,16 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
             if node is None:
                 raise FixConflict(f"no expression at {key}")
             plan.expr[id(node)] = cst.parse_expression(a.code)
+        elif isinstance(a, RewriteCall):
+            key = (a.start[0], a.start[1], a.end[0], a.end[1])
+            node = index.expr_at.get(key)
+            if not isinstance(node, cst.Call):
+                raise FixConflict(f"no call at {key}")
+            func = cst.parse_expression(a.func) if a.func is not None else None
+            plan.call[id(node)] = (func, [cst.Arg(cst.parse_expression(x)) for x in a.prepend])
+        elif isinstance(a, RenameImportModule):
+            node = index.import_from(a.anchor)
+            plan.module[id(node)] = cst.parse_expression(a.module)
         elif isinstance(a, MoveOutOfWith):
             w = index.stmt(a.with_anchor)
             first = index.line(a.first)
@@ -174,7 +196,7 @@ class _Apply(cst.CSTTransformer):
         # Only descend into nodes that contain a target: a fix re-renders its statements,
         # not the whole module (LibCST's full traversal is most of the cost on big files).
         self.by_id = index.by_id if index is not None else None
-        ids = set(plan.expr) | set(plan.before) | set(plan.after) | set(plan.replace) | set(plan.move)
+        ids = set(plan.expr) | set(plan.before) | set(plan.after) | set(plan.replace) | set(plan.move) | set(plan.call) | set(plan.module)
         self.targets = [self.by_id[i] for i in ids if self.by_id is not None and i in self.by_id]
         if self.by_id is not None and len(self.targets) != len(ids):
             self.by_id = None  # a target without a position: visit everything
@@ -197,6 +219,10 @@ class _Apply(cst.CSTTransformer):
             if getattr(updated, "lpar", None) and hasattr(new, "lpar"):
                 new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return new
+        if oid in p.call:
+            return _rewrite_call(updated, *p.call[oid])
+        if oid in p.module:
+            return updated.with_changes(module=p.module[oid])
         if oid in p.before or oid in p.after or oid in p.replace or oid in p.move:
             out: list = list(p.before.get(oid, []))
             if oid in p.replace:
@@ -237,6 +263,17 @@ class _Apply(cst.CSTTransformer):
         return updated.with_changes(body=_tidy_semicolons(updated.body))
 
 
+def _rewrite_call(call: cst.Call, func, prepend: list) -> cst.Call:
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    new = [a.with_changes(comma=comma) for a in prepend[:-1]] + prepend[-1:]
+    if new and call.args:
+        new[-1] = new[-1].with_changes(comma=comma)
+    changes: dict = {"args": [*new, *call.args]}
+    if func is not None:
+        changes["func"] = func
+    return call.with_changes(**changes)
+
+
 def _tidy_semicolons(body) -> list:
     """After an edit inside ``a; b``: no trailing ``;`` on the last small statement."""
     body = list(body)
@@ -263,8 +300,10 @@ def _action_rows(fix: Fix) -> list[int]:
     for a in fix.actions:
         if isinstance(a, (InsertStatement, ReplaceStatement)):
             rows.append(a.anchor[0])
-        elif isinstance(a, ReplaceExpression):
+        elif isinstance(a, (ReplaceExpression, RewriteCall)):
             rows += [a.start[0], a.end[0]]
+        elif isinstance(a, RenameImportModule):
+            rows.append(a.anchor[0])
         elif isinstance(a, MoveOutOfWith):
             rows += [a.with_anchor[0], a.first[0]]
     return rows
@@ -276,9 +315,9 @@ def _shift(fix: Fix, off: int) -> Fix:
 
     acts = []
     for a in fix.actions:
-        if isinstance(a, (InsertStatement, ReplaceStatement)):
+        if isinstance(a, (InsertStatement, ReplaceStatement, RenameImportModule)):
             a = a._replace(anchor=row(a.anchor))
-        elif isinstance(a, ReplaceExpression):
+        elif isinstance(a, (ReplaceExpression, RewriteCall)):
             a = a._replace(start=row(a.start), end=row(a.end))
         elif isinstance(a, MoveOutOfWith):
             a = a._replace(with_anchor=row(a.with_anchor), first=row(a.first))
