@@ -426,43 +426,63 @@ def _parses(text: str) -> bool:
 def fix_text(text: str, path: str, want, max_passes: int = MAX_PASSES):
     """Fix ``text`` to a fixed point. ``want(diagnostic, lines) -> bool`` says which findings to
     fix (given the diagnostic and the current text's lines, for noqa). Returns
-    (new_text, number_of_fixes_applied, converged)."""
+    (new_text, number_of_findings_fixed, converged).
+
+    The count is the number of findings that had an applicable fix and are gone afterwards
+    (per code), so it agrees with `check`'s "[*] N fixable" when every fix applies, and two
+    findings removed by one shared edit count as two."""
+    from collections import Counter
+
     from amplint.analyze import analyze_text
 
-    total = 0
+    original = text
+    first = None
+    converged = False
     for _ in range(max_passes):
         result = analyze_text(text, path)
+        if first is None:
+            first = result
         if result.errors:
             break
         lines = split_lines(text)
         fixes = [d.fix for d in result.diagnostics if d.fix is not None and want(d, lines)]
         if not fixes:
-            return text, total, True
+            converged = True
+            break
         try:
             new_text, applied = apply_fixes(text, fixes)
         except cst.ParserSyntaxError as exc:
-            if total:  # what the earlier passes fixed stands (it parsed with Python)
-                return text, total, True
-            raise CannotFix(f"LibCST cannot parse it (line {exc.raw_line}: {exc.message})") from None
+            if text == original:
+                raise CannotFix(f"LibCST cannot parse it (line {exc.raw_line}: {exc.message})") from None
+            converged = True  # what the earlier passes fixed stands (it parsed with Python)
+            break
         if not applied or new_text == text:
-            return text, total, True
+            converged = True
+            break
         if not _parses(new_text):
             # never write code that does not parse: try the fixes one at a time
-            progressed = False
             for fx in applied:
                 single, ok = apply_fixes(text, [fx])
                 if ok and single != text and _parses(single):
-                    text, total, progressed = single, total + 1, True
+                    text = single
                     break
-            if not progressed:
-                return text, total, True
+            else:
+                converged = True
+                break
             continue
         text = new_text
-        total += len(applied)
-    result = analyze_text(text, path)
-    lines = split_lines(text)
-    pending = [d for d in result.diagnostics if d.fix is not None and want(d, lines)]
-    return text, total, not pending
+    if text == original:
+        return text, 0, converged or not first.diagnostics
+    lines0 = split_lines(original)
+    fixable = Counter(d.code for d in first.diagnostics if d.fix is not None and want(d, lines0))
+    before = Counter(d.code for d in first.diagnostics)
+    last = analyze_text(text, path)
+    after = Counter(d.code for d in last.diagnostics)
+    fixed = sum(min(n, max(0, before[c] - after[c])) for c, n in fixable.items())
+    if not converged:
+        lines = split_lines(text)
+        converged = not any(d.fix is not None and want(d, lines) for d in last.diagnostics)
+    return text, fixed, converged
 
 
 def edits_for(text: str, fix: Fix) -> list[dict]:
