@@ -96,10 +96,11 @@ class Diagnostic(NamedTuple):
 class FileResult:
     """Every rule's raw findings for one file, and the errors that kept it from being checked."""
 
-    def __init__(self, path: str, diagnostics: list | None = None, errors: list | None = None):
+    def __init__(self, path: str, diagnostics: list | None = None, errors: list | None = None, summary=None):
         self.path = path
         self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
         self.errors: list[FileError] = [] if errors is None else errors
+        self.summary = summary  # amplint.model.summary.FileSummary (project mode), None if not parsed
 
     def __eq__(self, other) -> bool:
         return isinstance(other, FileResult) and (self.path, self.diagnostics, self.errors) == (other.path, other.diagnostics, other.errors)

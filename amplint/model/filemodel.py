@@ -53,6 +53,8 @@ class FileModel:
         self.annotated_scalers: set[Key] = set()
         self.aliases: set[str] = set()  # names assigned a torch AMP object (GS = torch.cuda.amp.GradScaler)
         self.target_torch_version = "2.4"  # set by the engine from settings
+        self.path = "<string>"  # set by the engine
+        self._index = None  # the project index (amplint.model.index), set by the engine or made lazily
         self._status: dict[Key, str] = {}
         self._seq = 0
         self.mentions_torch_amp = any(
@@ -110,6 +112,44 @@ class FileModel:
         start = getattr(node, "lineno", 1)
         end = getattr(node, "end_lineno", None) or len(self.lines)
         return name in "".join(self.lines[start - 1 : end])
+
+    # ------------------------------------------------------------------ project
+    @property
+    def index(self):
+        """The project index; without a project, one of this file alone (its own helpers,
+        even those the masked parse left out, are summarised on demand)."""
+        if self._index is None:
+            import os
+
+            from amplint.model.index import ProjectIndex
+
+            d = os.path.dirname(os.path.abspath(self.path))
+            self._index = ProjectIndex([d], [self.path], texts={self.path: self.source})
+        return self._index
+
+    @index.setter
+    def index(self, value) -> None:
+        self._index = value
+
+    def project_callee(self, call: CallSite):
+        """``(path, FuncSummary, Facts)`` of the project function ``call`` calls (same file or
+        another module of the project), or None when it does not resolve (unknown)."""
+        q = call.qualname
+        cls = None
+        callee = call.callee
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+            g = call.func
+            while g is not None:
+                if g.self_name == callee.value.id and g.cls is not None:
+                    q, cls = "self." + callee.attr, g.cls.qualname
+                    break
+                g = g.parent
+        if not q or q.startswith("torch."):
+            return None
+        hit = self.index.resolve(self.path, q, cls)
+        if hit is None:
+            return None
+        return hit[0], hit[1], self.index.facts(*hit)
 
     # ------------------------------------------------------------------ scalers
     def scaler_status(self, key: Key | None) -> str:
