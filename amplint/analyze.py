@@ -54,10 +54,8 @@ def _analyze(text: str, path: str, rules, result: FileResult, index) -> FileResu
         result.errors.append(syntax_error(exc))
         return result
     try:
-        model = build_model(text, tree)
-        model.path = path
-        if index is not None:
-            model.index = index
+        model = build_model(text, tree, path, index)
+        model.masked = bool(masked)
         if TARGET_TORCH_VERSION is not None:
             model.target_torch_version = TARGET_TORCH_VERSION
         result.summary = summarise(tree, complete=not masked)

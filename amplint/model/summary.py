@@ -184,15 +184,18 @@ def _functions(body, prefix, cls):
             yield from _functions(getattr(s, "orelse", []), prefix, cls)
 
 
-def _dtype_of(call: ast.Call) -> str | None:
-    for kw in call.keywords:
-        if kw.arg == "dtype":
-            t = ast.unparse(kw.value)
-            return "float16" if t.endswith(("float16", "half")) else ("bfloat16" if t.endswith("bfloat16") else None)
-    if len(call.args) >= 2:
-        t = ast.unparse(call.args[1])
-        return "float16" if t.endswith(("float16", "half")) else ("bfloat16" if t.endswith("bfloat16") else None)
-    return None
+def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
+    """``device:dtype`` of an autocast call when both are literal (a parameter's literal
+    default counts: ``def my_autocast(dtype=torch.float16)``), else None."""
+    dev = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device_type"), None)
+    dt = next((k.value for k in call.keywords if k.arg == "dtype"), call.args[1] if len(call.args) >= 2 else None)
+    if isinstance(dt, ast.Name) and defaults and dt.id in defaults:
+        dt = defaults[dt.id]
+    if not (isinstance(dev, ast.Constant) and isinstance(dev.value, str)) or dt is None:
+        return None
+    t = ast.unparse(dt)
+    kind = "float16" if t.endswith(("float16", "half")) else ("bfloat16" if t.endswith("bfloat16") else None)
+    return f"{dev.value}:{kind}" if kind else None
 
 
 class _Summariser:
@@ -210,6 +213,9 @@ class _Summariser:
         self.scope = dict(module_scope)
         self.params = set(params)
         self.contextmanager = any("contextmanager" in ast.unparse(d) for d in node.decorator_list)
+        pos = [*args.posonlyargs, *args.args]
+        self.defaults = {a.arg: d for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults)}
+        self.defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
         if self.node is None:
             self.node = node
         self.dicts: dict[str, list[ast.expr]] = {}  # local name -> values put into it
@@ -249,7 +255,7 @@ class _Summariser:
                     if not (isinstance(enabled, ast.Constant) and enabled.value is False):
                         ac = True
                         if self.contextmanager and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(st)):
-                            self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(e)
+                            self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(e, self.defaults)
             self.block(st.body, ac)
             return
         if isinstance(st, ast.Return) and st.value is not None:
@@ -282,7 +288,7 @@ class _Summariser:
             if c == "GradScaler":
                 self.s.returns = "GradScaler"
             elif c == "autocast":
-                self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(value)
+                self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(value, self.defaults)
 
     def expr(self, node, in_ac) -> None:
         for n in ast.walk(node):

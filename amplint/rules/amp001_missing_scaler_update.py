@@ -228,6 +228,8 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
         flagged: dict[tuple, object] = {}
         for e in model.events("step"):
             key = e.scaler
+            if key[0] == "A" and not model.constructions(key):
+                continue  # a scaler handed to the object (`self.scaler = scaler`): its owner updates it, or not
             loop = model.iteration_loop(e)
             if loop is not None:
                 if model.may_update(e.func, key, within=loop):

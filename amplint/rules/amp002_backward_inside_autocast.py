@@ -186,6 +186,7 @@ with torch.autocast("cuda"):
     ]
 
     def check(self, model):
+        yield from self._through_calls(model)
         for e in model.events():
             if e.kind != "backward":
                 continue
@@ -201,6 +202,25 @@ with torch.autocast("cuda"):
                 self._fix(model, e, region),
                 e.stmt,
             )
+
+    def _through_calls(self, model):
+        """A call made inside an enabled autocast region to a project function (this file or
+        another module) that runs a backward pass itself or through its callees."""
+        for f in model.funcs:
+            for c in f.calls:
+                acs = c.ctx.autocasts
+                if not acs or acs[-1].enabled == "no" or not any(a.enabled != "no" for a in acs):
+                    continue
+                hit = model.project_callee(c)
+                if hit is None or not hit[2].backward:
+                    continue
+                name = model.text(c.node.func)
+                yield self.diagnostic(
+                    model, c.node,
+                    f"`{name}()` runs `backward()` and is called inside an autocast region; call it after the "
+                    f"`with` block (run only the forward pass and the loss under autocast)",
+                    None, c.stmt,
+                )
 
     def _fix(self, model, e, region):
         w = region.with_node
