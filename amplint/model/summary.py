@@ -66,22 +66,23 @@ class CallFact:
     same class), the parameters it forwards ``((position or keyword, param), ...)``, and whether
     it is made inside an enabled (or flag-enabled) autocast region."""
 
-    __slots__ = ("callee", "forwards", "in_autocast", "line")
+    __slots__ = ("callee", "forwards", "in_autocast", "line", "dict_args")
 
-    def __init__(self, callee, forwards=(), in_autocast=False, line=0):
+    def __init__(self, callee, forwards=(), in_autocast=False, line=0, dict_args=()):
         self.callee = callee
         self.forwards = tuple(forwards)
         self.in_autocast = in_autocast
         self.line = line
+        self.dict_args = tuple(dict_args)  # (position or keyword, SaveFact of a dict built here)
 
     def __repr__(self) -> str:
         return f"CallFact({self.callee!r}, forwards={self.forwards!r}, in_autocast={self.in_autocast})"
 
     def __getstate__(self):
-        return (self.callee, self.forwards, self.in_autocast, self.line)
+        return (self.callee, self.forwards, self.in_autocast, self.line, self.dict_args)
 
     def __setstate__(self, state):
-        self.callee, self.forwards, self.in_autocast, self.line = state
+        self.callee, self.forwards, self.in_autocast, self.line, self.dict_args = state
 
 
 class FuncSummary:
@@ -319,29 +320,34 @@ class _Summariser:
             head = written.split(".", 1)[0]
             if "." in written and not callee.startswith("self.") and head not in self.scope:
                 continue  # a method of a local object: nothing the index can resolve
-            fw = []
-            for i, a in enumerate(n.args):
+            fw, dicts = [], []
+            for pos, a in [*enumerate(n.args), *((kw.arg, kw.value) for kw in n.keywords if kw.arg)]:
                 r = self.ref(a)
                 if r is not None:
-                    fw.append((i, r))
-            for kw in n.keywords:
-                r = self.ref(kw.value) if kw.arg else None
-                if r is not None:
-                    fw.append((kw.arg, r))
-            self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno))
+                    fw.append((pos, r))
+                elif isinstance(a, ast.Dict) or (isinstance(a, ast.Name) and a.id in self.dicts):
+                    fact = self._dict_fact(a, n.lineno)  # a checkpoint dict handed to a helper
+                    if fact is not None:
+                        dicts.append((pos, fact))
+            self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts))
 
     def _save(self, arg, line) -> None:
         r = self.ref(arg)
         if r is not None and not r.startswith("self."):
             self.s.saves.append(SaveFact(param=r, line=line))
             return
+        fact = self._dict_fact(arg, line)
+        if fact is not None:
+            self.s.saves.append(fact)
+
+    def _dict_fact(self, arg, line) -> SaveFact | None:
         values: list[ast.expr] = []
         if isinstance(arg, ast.Dict):
             values = list(arg.values)
         elif isinstance(arg, ast.Name) and arg.id in self.dicts:
             values = self.dicts[arg.id]
         else:
-            return
+            return None
         opt_params, scaler_params, has_opt, has_scaler = [], [], False, False
         for v in values:
             text = ast.unparse(v).lower() if v is not None else ""
@@ -360,4 +366,4 @@ class _Summariser:
                         has_opt = True
                         if r:
                             opt_params.append(r)
-        self.s.saves.append(SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line))
+        return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line)

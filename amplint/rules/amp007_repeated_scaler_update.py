@@ -189,7 +189,8 @@ for i, x in enumerate(loader):
 
     def check(self, model):
         for f in model.funcs:
-            ups = [e for e in f.events if e.kind == "update"]
+            # update(new_scale) only sets the scale after the real update: never a repeat (amp-facts 3b)
+            ups = [e for e in f.events if e.kind == "update" and not e.extra.get("value")]
             if not ups:
                 continue
             for u in ups:
@@ -204,7 +205,7 @@ for i, x in enumerate(loader):
     def _between_steps(self, model, f, u):
         nxt = None
         for e in f.events:
-            if e.seq <= u.seq or e.scaler != u.scaler or not e.co_occurs(u):
+            if e.seq <= u.seq or e.scaler != u.scaler or not e.co_occurs(u) or e.extra.get("value"):
                 continue
             if e.kind == "backward" and e.scaled:
                 return None  # a new scaled backward: a new scaler iteration

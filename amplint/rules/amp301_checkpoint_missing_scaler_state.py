@@ -169,7 +169,7 @@ class Trainer:
             helper = model.text(c.node.func)
             yield self.diagnostic(
                 model, c.node,
-                f"`{helper}()` {why} but not `{name}.state_dict()`: a resumed run restarts the loss scale at "
+                f"`{helper}()` {why.format(scaler=name)}: a resumed run restarts the loss scale at "
                 f"65536 and skips steps while it re-learns it; save and load the scaler state too",
                 None, c.stmt,
             )
@@ -183,7 +183,7 @@ class Trainer:
             d = self._dict_value(model, a, c)
             if d is not None and any(self._optimizer_state(model, v, c.func) for v in d.values):
                 if not re.search(r"scale", model.text(d), re.IGNORECASE):
-                    return "saves a checkpoint with the optimizer state"
+                    return "saves a checkpoint with the optimizer state but not `{scaler}.state_dict()`"
         passed = {callee.param_at(pos) for pos, a in args if not (isinstance(a, ast.Constant) and a.value is None)}
         gives_optimizer = any(
             isinstance(a, (ast.Name, ast.Attribute)) and model.is_optimizer(a, c.func) for _p, a in args
@@ -192,9 +192,10 @@ class Trainer:
             if not d.has_opt or not (gives_optimizer or d.opt_params):
                 continue
             if not d.has_scaler and not callee.varkw and not any("scal" in p.lower() for p in callee.params):
-                return "writes a checkpoint with the optimizer state (and has no way to save the scaler)"
+                return "writes a checkpoint with the optimizer state and has no parameter for the scaler, so `{scaler}.state_dict()` is never saved"
             if d.scaler_params and not any(p in passed for p in d.scaler_params) and not callee.varkw:
-                return f"is not given `{d.scaler_params[0]}=`: it writes the optimizer state"
+                return (f"saves the scaler state only when given `{d.scaler_params[0]}=`, and this call leaves it out "
+                        "(the checkpoint has the optimizer state but not `{scaler}.state_dict()`)")
         return None
 
     @staticmethod
