@@ -181,6 +181,29 @@ def rules_command(output_format):
         click.echo(rules_table(markdown=False))
 
 
+@cli.command("explain")
+@click.argument("target")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="pyproject.toml to read [tool.amplint] from.")
+def explain_command(target, config_path):
+    """Show the facts behind the verdict on TARGET (PATH or PATH:FUNCTION).
+
+    Prints the scalers in scope and where they were built, the AMP events in order with their
+    loops, guards and autocast regions, and each call into the project with the summary of the
+    function it resolves to. Exit codes: 0 printed, 2 the file cannot be read or parsed.
+    """
+    from amplint.explain import explain
+    from amplint.settings import ConfigError, find_config, load_settings
+    from amplint.source import SourceError
+
+    path = target if os.path.exists(target) else target.rpartition(":")[0] or target
+    try:
+        settings = load_settings(config_path or find_config(os.path.abspath(path)))
+        click.echo(explain(target, settings), nl=False)
+    except (ConfigError, SourceError, SyntaxError, OSError) as exc:
+        click.echo(f"error: {path}: {exc}", err=True)
+        sys.exit(2)
+
+
 @cli.command("clean")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="AMPLINT_CACHE_DIR")
 def clean_command(cache_dir):

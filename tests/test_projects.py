@@ -76,3 +76,22 @@ def test_helper_outside_the_project_is_unknown_and_silent(tmp_path):
     )
     p = run_amplint("check", "--no-cache", "--preview", "--output-format", "concise", ".", cwd=tmp_path)
     assert p.returncode == 0, p.stdout
+
+
+def test_explain_shows_events_scalers_and_resolved_calls():
+    root = PROJECTS / "trainer_pkg"
+    p = run_amplint("explain", "trainer/engine.py:fit", cwd=root)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "self.scaler (attribute of Trainer): certain, built at line 13" in out
+    assert "L21 backward scaler=self.scaler (attribute of Trainer) scaled  [loop@16 loop@17]" in out
+    assert "optimizer_step() -> trainer/utils/amp.py:optimizer_step: scaler ops scaler: step/unscale" in out
+    assert "mixed_precision() -> trainer/utils/amp.py:mixed_precision: returns autocast (cuda:float16)" in out
+
+
+def test_explain_unknown_function_and_missing_file():
+    root = PROJECTS / "trainer_pkg"
+    p = run_amplint("explain", "trainer/engine.py:nope", cwd=root)
+    assert "no analysed function `nope`" in p.stdout
+    p = run_amplint("explain", "missing.py", cwd=root)
+    assert p.returncode == 2 and "error: missing.py" in p.stderr
