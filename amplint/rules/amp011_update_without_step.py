@@ -210,6 +210,9 @@ class Trainer:
             for u in f.events:
                 if u.kind != "update" or u.ctx.in_finally or scaler_disabled(model, u.scaler):
                     continue
+                if isinstance(u.node, ast.Call) and (u.node.args or u.node.keywords):
+                    # update(new_scale) sets the scale and reads no inf checks
+                    continue
                 d = self._check_update(model, f, u)
                 if d is not None:
                     yield d
