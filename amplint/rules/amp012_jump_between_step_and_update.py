@@ -238,11 +238,13 @@ for epoch in range(epochs):
         for c in f.calls:
             if c.seq <= s.seq or pos(c.stmt) >= pos(j) or exclusive_stmts(model, f, c.stmt, j):
                 continue
+            if any(k == s.scaler for _p, k in c.arg_keys):
+                return True  # a helper that receives the scaler may update it
             callee = model.resolve_callee(c)
             if callee is not None:
                 if model.may_update(callee, s.scaler) if callee.walked else model.mentions(callee, "update"):
                     return True
-            elif any(k == s.scaler for _p, k in c.arg_keys):
+            elif s.scaler[0] == "A" and model.calls_self_unknown(c):
                 return True
         return False
 

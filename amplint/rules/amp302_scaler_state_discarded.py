@@ -69,6 +69,13 @@ def _returns_key(model, g, key) -> bool:
     return False
 
 
+def _disabled_ctor(a) -> bool:
+    call = a.value
+    return isinstance(call, ast.Call) and any(
+        kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in call.keywords
+    )
+
+
 class ScalerStateDiscarded(Rule):
     code = "AMP302"
     name = "scaler-state-discarded"
@@ -236,6 +243,8 @@ for x in loader:
             if not uses:
                 continue
             for a in ctors:
+                if _disabled_ctor(a):
+                    continue
                 d = self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses) or self._after_restore(model, key, a, uses)
                 if d is not None and id(a.node) not in seen:
                     seen.add(id(a.node))
