@@ -15,6 +15,24 @@ def _closure_arg(call: ast.Call, positional_index: int):
     return None, False
 
 
+def _forwarded_default(func, closure) -> bool:
+    """``closure`` is a parameter of ``func`` that defaults to None (an optimizer wrapper's
+    ``step(closure=None)``): whether a closure ever arrives is up to its callers."""
+    if isinstance(closure, ast.Constant) and closure.value is None:
+        return True
+    if not isinstance(closure, ast.Name) or closure.id not in func.params:
+        return False
+    node = func.node
+    args = getattr(node, "args", None)
+    if args is None:
+        return False
+    pos = [*args.posonlyargs, *args.args]
+    pairs = list(zip(reversed(pos), reversed(args.defaults))) + [
+        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None
+    ]
+    return any(a.arg == closure.id and isinstance(d, ast.Constant) and d.value is None for a, d in pairs)
+
+
 class StepClosureWithScaler(Rule):
     code = "AMP010"
     name = "step-closure-with-scaler"
@@ -43,7 +61,9 @@ GradScaler does not support closures.
   overflowing iteration hands inf gradients to the optimizer, and a later
   `scaler.update()` raises `No inf checks were recorded prior to update.`
 
-Not reported: closures with a disabled scaler (`GradScaler(enabled=False)` forwards the
+Not reported: an optimizer wrapper's `def step(self, closure=None)` that forwards its
+argument (`self.scaler.step(self.optimizer, closure)`: its callers decide), closures with a
+disabled scaler (`GradScaler(enabled=False)` forwards the
 closure to `optimizer.step`), closures that run a plain `loss.backward()` without a scaler,
 and `step(...)` calls of schedulers and other objects whose argument is not a function of
 this file.
@@ -83,6 +103,18 @@ No fix: the remedy (drop the scaler, switch to bf16, or restructure the closure)
 design choice.
 """
     valid = [
+        # an optimizer wrapper forwarding its optional closure
+        """
+import torch
+class AmpOptimizer:
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def step(self, closure=None):
+        self.scaler.step(self.optimizer, closure)
+        self.scaler.update()
+""",
         # a disabled scaler forwards the closure
         """
 import torch
@@ -191,6 +223,8 @@ for x, y in loader:
             closure, by_kw = _closure_arg(call, 1)
             if closure is None or scaler_disabled(model, e.scaler):
                 continue
+            if _forwarded_default(e.func, closure):
+                continue  # a wrapper's `def step(self, closure=None)` passing its argument on
             st = scaler_text(model, e.func, e.scaler)
             if by_kw:
                 why = "raises \"RuntimeError: Closure use is not currently supported if GradScaler is enabled.\""

@@ -43,7 +43,8 @@ iteration. On an iteration where the condition is false nothing was recorded and
 raises `AssertionError: No inf checks were recorded prior to update.` (measured: on the
 first iteration without a step; a single skipped iteration is enough).
 
-Not reported: step and update under the same condition (also two separate `if`s with the
+Not reported: steps and `unscale_()` calls under different conditions (the update raises
+only when all of them are false), step and update under the same condition (also two separate `if`s with the
 same test), an unconditional `unscale_()` before the condition (it records the inf checks,
 measured: no error), steps in every arm of the branch, an AMP switch (`if use_amp:
 scaler.step(opt) else: opt.step()`, or a condition naming AMP), scalers constructed with
@@ -233,6 +234,15 @@ class Trainer:
         guards = {id(e): guard_lits(e, u) for e in checks}
         if any(not g for g in guards.values()):
             return None  # a step or unscale_ runs whenever the update does
+        # the update raises only when no step/unscale_ ran: one condition must guard them all
+        common = set(guards[id(checks[0])])
+        for e in checks[1:]:
+            common = {
+                lit for lit in common
+                if any(x == lit or (x.key is not None and x.key == lit.key and x.pol == lit.pol) for x in guards[id(e)])
+            }
+        if not common:
+            return None
         arms: dict[int, set] = {}
         for e in steps:
             for lit in guards[id(e)]:

@@ -294,7 +294,7 @@ for x in loader:
             return None
         if key[0] == "L" and key[1] != g.fid:
             return None
-        if not any(e.func is g for e in uses) or a.ctx.lits:
+        if not any(e.func is g for e in uses) or self._unshared_guard(a, [e for e in uses if e.func is g]):
             return None
         if g.name == "__init__" or _fresh_run_func(model, g) or _returns_key(model, g, key):
             return None
