@@ -38,8 +38,10 @@ apex imported behind `try: from apex import amp` / `except ImportError:` is repo
 it is still the default path: an apex call that runs unconditionally (`amp = None` in the
 handler, then `amp.initialize(...)` anyway; or `if amp is None: raise ...` first). A guard
 that only probes availability and falls back is not reported: apex calls under a condition
-(`if APEX_AVAILABLE: ... else: torch.amp...`, `if args.apex:`) offer apex as one backend
-among others.
+(`if APEX_AVAILABLE: ... else: torch.amp...`, `if args.apex:`), in a file that also has a
+native path (a torch GradScaler or autocast), or inside a class or function whose name says
+it is the apex backend (`class ApexScaler`, `ApexOptimWrapper.backward`) offer apex as one
+backend among others.
 
 ## Example
 ```python
@@ -89,6 +91,22 @@ def backward(loss, optimizer, scaler):
             scaled_loss.backward()
     else:
         scaler.scale(loss).backward()
+""",
+        # the apex backend class of a library that also has a native one
+        """
+import torch
+try:
+    from apex import amp
+except ImportError:
+    amp = None
+class ApexScaler:
+    def __call__(self, loss, optimizer):
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+class NativeScaler:
+    def __init__(self):
+        self._scaler = torch.amp.GradScaler("cuda")
 """,
         # a user option selects apex
         """
@@ -150,13 +168,17 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
             if imp.ctx.guarded:
                 for a in imp.node.names:
                     optional.add((a.asname or a.name).split(".")[0])
+        # a torch-native AMP path in the same file: apex is the optional alternative
+        native_path = bool(model.autocast_calls) or any(model.constructions(k) for k in model.scaler_keys())
         for r in model.refs:
             q = r.qualname
             if not (q == "apex.amp" or q.startswith("apex.amp.")) or r.role not in ("call", "decorator"):
                 continue
             if r.ctx.guarded:
                 continue
-            if (dotted(r.node) or [""])[0] in optional and self._conditional(model, r):
+            if (dotted(r.node) or [""])[0] in optional and (
+                self._conditional(model, r) or native_path or "apex" in r.func.qualname.lower()
+            ):
                 continue  # apex as one backend among others
             what = q[len("apex."):]
             fix = Fix(
