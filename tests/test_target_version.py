@@ -67,3 +67,11 @@ def test_no_message_or_fix_suggests_torch_amp_grad_scaler_below_2_3():
 
 def test_default_target_is_2_4():
     assert _applicability(None) == ["safe", "safe"]
+
+
+def test_apex_message_names_the_scaler_the_target_has():
+    src = "from apex import amp\nmodel, optimizer = amp.initialize(model, optimizer)\n"
+    (old,) = [m for c, m, _f in _messages(src, "2.2") if c == "AMP104"]
+    (new,) = [m for c, m, _f in _messages(src, "2.4") if c == "AMP104"]
+    assert "torch.cuda.amp.GradScaler" in old and "torch.amp.GradScaler" not in old
+    assert "torch.amp.GradScaler" in new

@@ -16,3 +16,8 @@ def cuda_scaler_ctor(model, torch_name: str = "torch") -> str:
     if at_least(model, "2.3"):
         return f'{torch_name}.amp.GradScaler("cuda")'
     return f"{torch_name}.cuda.amp.GradScaler()"
+
+
+def scaler_class(model, torch_name: str = "torch") -> str:
+    """How to name the native GradScaler class for the target torch."""
+    return f"{torch_name}.amp.GradScaler" if at_least(model, "2.3") else f"{torch_name}.cuda.amp.GradScaler"

@@ -27,8 +27,9 @@ epoch; `return` from a per-iteration step function raises on the next call.
 Not reported: a jump inside a nested loop that stays inside the iteration (`for p in
 params: ... continue`), a jump in a branch exclusive with the step, a path that calls
 `update()` (or a helper of this file that may) before jumping, jumps in an `except`
-handler of a `try` around the step, a `break`/`return` that ends the only loop of a
-function whose scaler is a local built there (the scaler is not stepped again), and
+handler of a `try` around the step, a `break` that ends the only loop of a
+script or of a function whose scaler is a local built there, a `return` from such a
+function (the scaler is not stepped again), and
 scalers constructed with `enabled=False`.
 
 ## Example
@@ -120,6 +121,17 @@ def train(model, loader, opt, max_steps):
         if i == max_steps:
             break
         scaler.update()
+""",
+        # a script whose only loop ends with the break
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    if i >= max_iters:
+        break
+    scaler.update()
 """,
     ]
     invalid = [
@@ -225,7 +237,13 @@ for epoch in range(epochs):
             if isinstance(j, ast.Continue):
                 return True
             outer = loops[1:]
-            return bool(outer) or not _local_scaler_of(model, f, s.scaler)
+            if outer:
+                return True
+            # leaving the only loop: the scaler is stepped again only if it outlives this code
+            # (a parameter or attribute of a function that is called again)
+            if isinstance(f.node, ast.Module):
+                return False
+            return not _local_scaler_of(model, f, s.scaler)
         # return
         return not _local_scaler_of(model, f, s.scaler) or not enclosing_loops(model, f, s.stmt)
 

@@ -5,6 +5,7 @@ import ast
 from amplint.diagnostics import Fix
 from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
+from amplint.rules._versions import scaler_class
 
 
 def _ends_path(stmts) -> bool:
@@ -181,16 +182,17 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
             ):
                 continue  # apex as one backend among others
             what = q[len("apex."):]
+            sc = scaler_class(model)
             fix = Fix(
                 "display-only",
-                "Replace apex.amp with torch.autocast + torch.amp.GradScaler (scaler.scale(loss).backward(), "
+                f"Replace apex.amp with torch.autocast + {sc} (scaler.scale(loss).backward(), "
                 "scaler.step(optimizer), scaler.update())",
                 (),
             )
             yield self.diagnostic(
                 model,
                 r.node,
-                f"`{what}` is NVIDIA apex's deprecated AMP API; use native `torch.autocast` and `torch.amp.GradScaler`",
+                f"`{what}` is NVIDIA apex's deprecated AMP API; use native `torch.autocast` and `{sc}`",
                 fix,
                 r.stmt,
             )

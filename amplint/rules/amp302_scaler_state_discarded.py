@@ -13,6 +13,7 @@ from amplint.rules._util import scaler_disabled
 # A loop over runs, not over epochs: its body builds a fresh model or optimizer, or its target
 # names a run (k-fold, seeds, sweeps).
 RUN_LOOP = re.compile(r"fold|seed|run|trial|config|cfg|sweep|exp|task|model|lr\b|lrs\b|setting|param", re.IGNORECASE)
+RUN_ITER = re.compile(r"runs|seeds|folds|trials|configs|cfgs|experiments|repeats|sweep|grid", re.IGNORECASE)
 MODEL_NAME = re.compile(r"(?:^|_)(?:model|net|network|module)s?$", re.IGNORECASE)
 
 
@@ -30,6 +31,8 @@ def _fresh_run_in(model, loop_node) -> bool:
         if isinstance(loop_node.iter, (ast.Name, ast.Attribute)):
             text += " " + model.text(loop_node.iter)
         if RUN_LOOP.search(text) and not re.search(r"epoch", text, re.IGNORECASE):
+            return True
+        if RUN_ITER.search(model.text(loop_node.iter)):
             return True
     for n in ast.walk(loop_node):
         if isinstance(n, ast.Call):
@@ -49,6 +52,13 @@ def _fresh_run_in(model, loop_node) -> bool:
 
 def _fresh_run_func(model, g) -> bool:
     """Does ``g`` build its own optimizer (a whole run per call)?"""
+    for n in ast.walk(g.node):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            for t in n.targets:
+                for x in ast.walk(t):
+                    name = x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else ""
+                    if name and OPTIMIZER_NAME.search(name) and "sched" not in name.lower():
+                        return True
     for c in g.calls:
         q = c.qualname or ""
         if q.startswith("torch.optim.") and "lr_scheduler" not in q and "swa_utils" not in q:
