@@ -137,7 +137,25 @@ def end_pos(node: ast.AST) -> tuple[int, int]:
 
 def calls_in_loops(model, name: str, method: bool):
     """Calls of the function ``name`` (``self.name(...)`` when ``method``) that sit inside a
-    loop of the function around them, over the whole file (walked or not): (call, loop)."""
+    loop of the function around them, over the whole file (walked or not): (call, loop).
+
+    The tree may be the masked one (definitions without an AMP token are stubbed out before
+    parsing, amplint/parse.py), which hides callers; when the name is called in the text but
+    no caller is found, the full text is parsed once (rows are the same) and scanned."""
+    out = _calls_in_loops(model.tree, name, method)
+    if out or model.source.count(name + "(") < 2:
+        return out
+    full = model.__dict__.get("_qx_full_tree")
+    if full is None:
+        try:
+            full = ast.parse(model.source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            full = ast.Module(body=[], type_ignores=[])
+        model.__dict__["_qx_full_tree"] = full
+    return _calls_in_loops(full, name, method)
+
+
+def _calls_in_loops(tree, name: str, method: bool):
     out = []
 
     def visit(node, loop):
@@ -160,5 +178,5 @@ def calls_in_loops(model, name: str, method: bool):
                     out.append((child, inner))
             visit(child, inner)
 
-    visit(model.tree, None)
+    visit(tree, None)
     return out
