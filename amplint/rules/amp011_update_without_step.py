@@ -8,6 +8,21 @@ from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, same_iteration, scaler_disabled, scaler_text, stmt_anchor
 
 
+def _alone(model, stmt) -> bool:
+    """``stmt`` is the only thing on its (single) line (no other statement, no comment that
+    removing it would lose)."""
+    if stmt.lineno != stmt.end_lineno:
+        return False
+    return model.lines[stmt.lineno - 1].strip() == model.text(stmt).strip()
+
+
+def _alone_end(model, stmt) -> bool:
+    """Nothing follows ``stmt`` on its last line (no ``; other``)."""
+    line = model.lines[stmt.end_lineno - 1]
+    rest = line[model.char_col(stmt.end_lineno, stmt.end_col_offset):] if line.isascii() else line
+    return rest.split("#", 1)[0].strip() == ""
+
+
 def accumulation_guard(lit) -> bool:
     k = (lit.key or "").lower()
     return "%" in k or "accum" in k or "sync_grad" in k
@@ -77,8 +92,9 @@ for i, (x, y) in enumerate(loader):
 
 ## Fix safety
 The fix moves the `update()` to the end of the condition's body. It is offered when the
-step and the update are each a statement of their own, the condition is a single `if` with
-the step directly in its body and no `continue`/`break`/`return`/`raise` in that body, the
+step and the update are each a statement of their own (alone on their lines, no one-line
+suite, no semicolons), the condition is a single `if` with the step directly in its body and
+no `continue`/`break`/`return`/`raise` in that body, the
 two sit in the same loop, and nothing between them mentions the scaler or calls a function
 of this file that may reach it. It is safe: on iterations with a step the statements run in
 the same order as before (nothing between them reads the scaler), and on the others the
@@ -323,6 +339,9 @@ class Trainer:
             return None
         last = guard.body[-1]
         if any(isinstance(x, (ast.Continue, ast.Break, ast.Return, ast.Raise)) for x in guard.body):
+            return None
+        # statement-precise shapes only: no one-line suite, no semicolons around the two ends
+        if guard.body[0].lineno == guard.lineno or not _alone(model, u.stmt) or not _alone_end(model, last):
             return None
         # nothing between the step and the update may touch the scaler
         for e in f.events:
