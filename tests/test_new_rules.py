@@ -256,3 +256,30 @@ def test_widened_rules(tmp_path):
     """
     got = check(tmp_path, src, "AMP004,AMP005,AMP202")
     assert sorted(got) == [("AMP004", 6), ("AMP004", 10), ("AMP005", 13), ("AMP202", 4)]
+
+
+def test_amp011_offers_no_fix_in_imprecise_shapes(tmp_path):
+    src = """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for i, x in enumerate(loader):
+            scaler.scale(model(x)).backward()
+            if i >= warmup: scaler.step(opt)
+            scaler.update()
+        for i, x in enumerate(loader):
+            scaler.scale(model(x)).backward()
+            if i >= warmup:
+                scaler.step(opt); opt.zero_grad()
+            scaler.update(); print(i)
+        for i, x in enumerate(loader):
+            scaler.scale(model(x)).backward()
+            if i >= warmup:
+                scaler.step(opt)
+            scaler.update()  # keep this comment
+    """
+    p = tmp_path / "t.py"
+    p.write_text(textwrap.dedent(src))
+    r = run_amplint("check", "--no-cache", "--select", "AMP011", "--output-format", "json", str(p))
+    found = json.loads(r.stdout)
+    assert [d["location"]["row"] for d in found] == [7, 12, 17]
+    assert all(d["fix"] is None for d in found)
