@@ -346,6 +346,8 @@ class _Summariser:
             values = list(arg.values)
         elif isinstance(arg, ast.Name) and arg.id in self.dicts:
             values = self.dicts[arg.id]
+        elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "state_dict":
+            values = [arg]  # torch.save(optimizer.state_dict(), path): one state per file
         else:
             return None
         opt_params, scaler_params, has_opt, has_scaler = [], [], False, False

@@ -127,7 +127,8 @@ class Trainer:
             if d is None or id(d) in seen:
                 continue  # one finding per checkpoint dict, at its first save
             seen.add(id(d))
-            if not any(self._optimizer_state(model, v, f) for v in d.values):
+            values = [d] if isinstance(d, ast.Call) else d.values  # torch.save(opt.state_dict(), path)
+            if not any(self._optimizer_state(model, v, f) for v in values):
                 continue
             text = model.text(d).lower()
             if "scaler" in text or "scale" in text:
@@ -181,7 +182,7 @@ class Trainer:
             if p is None or p not in facts.saves_param:
                 continue
             d = self._dict_value(model, a, c)
-            if d is not None and any(self._optimizer_state(model, v, c.func) for v in d.values):
+            if d is not None and any(self._optimizer_state(model, v, c.func) for v in ([d] if isinstance(d, ast.Call) else d.values)):
                 if not re.search(r"scale", model.text(d), re.IGNORECASE):
                     return "saves a checkpoint with the optimizer state but not `{scaler}.state_dict()`"
         passed = {callee.param_at(pos) for pos, a in args if not (isinstance(a, ast.Constant) and a.value is None)}
@@ -214,6 +215,8 @@ class Trainer:
     @staticmethod
     def _dict(model, c):
         a = c.node.args[0]
+        if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "state_dict":
+            return a
         if isinstance(a, ast.Dict):
             return a
         if isinstance(a, ast.Name):
