@@ -220,6 +220,7 @@ class _Summariser:
         if self.node is None:
             self.node = node
         self.dicts: dict[str, list[ast.expr]] = {}  # local name -> values put into it
+        self.escaped: set[str] = set()  # dicts handed to other code before a save (it may add the scaler)
 
     def run(self) -> FuncSummary:
         self.block(self.node.body, False)
@@ -311,25 +312,32 @@ class _Summariser:
             if q == "torch.save" and n.args:
                 self._save(n.args[0], n.lineno)
                 continue
-            callee = q
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
-                callee = "self." + func.attr
-            if callee is None or callee.startswith("torch."):
-                continue
-            written = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
-            head = written.split(".", 1)[0]
-            if "." in written and not callee.startswith("self.") and head not in self.scope:
-                continue  # a method of a local object: nothing the index can resolve
-            fw, dicts = [], []
-            for pos, a in [*enumerate(n.args), *((kw.arg, kw.value) for kw in n.keywords if kw.arg)]:
-                r = self.ref(a)
-                if r is not None:
-                    fw.append((pos, r))
-                elif isinstance(a, ast.Dict) or (isinstance(a, ast.Name) and a.id in self.dicts):
-                    fact = self._dict_fact(a, n.lineno)  # a checkpoint dict handed to a helper
-                    if fact is not None:
-                        dicts.append((pos, fact))
-            self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts))
+            handed = [a.id for a in [*n.args, *(kw.value for kw in n.keywords)] if isinstance(a, ast.Name) and a.id in self.dicts]
+            try:
+                self._call(n, func, q, in_ac)
+            finally:
+                self.escaped.update(handed)  # what the callee did to the dict is not known here
+
+    def _call(self, n, func, q, in_ac) -> None:
+        callee = q
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
+            callee = "self." + func.attr
+        if callee is None or callee.startswith("torch."):
+            return
+        written = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
+        head = written.split(".", 1)[0]
+        if "." in written and not callee.startswith("self.") and head not in self.scope:
+            return  # a method of a local object: nothing the index can resolve
+        fw, dicts = [], []
+        for pos, a in [*enumerate(n.args), *((kw.arg, kw.value) for kw in n.keywords if kw.arg)]:
+            r = self.ref(a)
+            if r is not None:
+                fw.append((pos, r))
+            elif isinstance(a, ast.Dict) or (isinstance(a, ast.Name) and a.id in self.dicts):
+                fact = self._dict_fact(a, n.lineno)  # a checkpoint dict handed to a helper
+                if fact is not None:
+                    dicts.append((pos, fact))
+        self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts))
 
     def _save(self, arg, line) -> None:
         r = self.ref(arg)
@@ -345,6 +353,8 @@ class _Summariser:
         if isinstance(arg, ast.Dict):
             values = list(arg.values)
         elif isinstance(arg, ast.Name) and arg.id in self.dicts:
+            if arg.id in self.escaped:
+                return None  # other code saw the dict first: whether it adds the scaler is unknown
             values = self.dicts[arg.id]
         elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "state_dict":
             values = [arg]  # torch.save(optimizer.state_dict(), path): one state per file
