@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -220,13 +221,16 @@ def _users_of(index, summaries):
     names = set()
     for s in summaries.values():
         for qual, f in s.functions.items():
-            if "." in qual or qual.startswith("<") or not (f.returns or f.scaler_ops or f.backward):
-                continue
+            if "." in qual or qual.startswith("<") or not f.returns:
+                continue  # scaler factories and autocast wrappers make a file AMP code without its tokens
             if len(qual) >= 6 or "_" in qual:
                 names.add(qual)
     if not names:
         return None
     return re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+
+
+CALL_WORDS = re.compile(r"save|ckpt|checkpoint|state|scaler|autocast|amp|precision|mixed|step|backward", re.I)
 
 
 def _calls_out(index, r: FileResult) -> bool:
@@ -235,6 +239,8 @@ def _calls_out(index, r: FileResult) -> bool:
     me = os.path.abspath(r.path)
     for f in r.summary.functions.values():
         for c in f.calls:
+            if not (c.in_autocast or c.dict_args or c.forwards or CALL_WORDS.search(c.callee.rsplit(".", 1)[-1])):
+                continue  # nothing a rule would ask the callee about
             hit = index.resolve(r.path, c.callee, f.cls)
             if hit is not None and hit[0] != me and hit[1].interesting:
                 return True

@@ -65,6 +65,7 @@ class ProjectIndex:
                 ap = os.path.abspath(f)
                 self.by_module.setdefault(m, ap)
                 self.module_of[ap] = m
+        self._heads = {m.split(".", 1)[0] for m in self.by_module}  # top-level packages of the project
         self._summaries = {os.path.abspath(k): v for k, v in (summaries or {}).items()}
         self._texts = {os.path.abspath(k): v for k, v in (texts or {}).items()}
         self._full: dict[str, FileSummary | None] = {}
@@ -94,7 +95,7 @@ class ProjectIndex:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        return summarise(tree)
+        return summarise(tree, source=text)
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
@@ -113,9 +114,8 @@ class ProjectIndex:
         if "." not in callee:
             return self._lookup(ap, callee)
         parts = callee.split(".")
-        sibling = self._sibling(ap, parts)
-        if sibling is not None:
-            return sibling
+        if parts[0] not in self._heads:
+            return self._sibling(ap, parts)
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
             target = self.by_module.get(mod)
@@ -139,7 +139,7 @@ class ProjectIndex:
         for i in range(len(parts) - 1, 0, -1):
             base = os.path.join(d, *parts[:i])
             for cand in (base + ".py", os.path.join(base, "__init__.py")):
-                if cand in self.module_of or os.path.isfile(cand):
+                if cand in self.module_of:
                     if cand == ap:
                         return None
                     return self._lookup(cand, ".".join(parts[i:]))

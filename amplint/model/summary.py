@@ -27,8 +27,11 @@ function bodies (statements and calls only).
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 
 from amplint.model.names import add_import, canonical, qualify
+from amplint.tokens import match_rows
 
 _SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict"}
 _OPTIMIZER_WORDS = ("optim", "opt")
@@ -145,12 +148,21 @@ class FileSummary:
         return f"FileSummary({sorted(self.functions)}, complete={self.complete})"
 
 
-def summarise(tree: ast.Module, complete: bool = True) -> FileSummary:
+# A function whose text holds none of these cannot do anything a summary records (speed: most
+# functions of a file that passed the screen are model or data code).
+SUMMARY_TOKENS = re.compile(r"backward|save|[sS]cale|autocast|step|update")
+
+
+def summarise(tree: ast.Module, complete: bool = True, source: str | None = None) -> FileSummary:
     scope: dict[str, str] = {}
     for s in _top_imports(tree.body):
         add_import(scope, s)
     out = FileSummary(imports=dict(scope), complete=complete)
+    rows = match_rows(source, SUMMARY_TOKENS) if source is not None else None
     for node, qual, cls in _functions(tree.body, "", None):
+        if rows is not None and not _holds_row(rows, node):
+            out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
+            continue
         out.functions[qual] = _Summariser(node, qual, cls, scope).run()
     # the module's own statements (a training script at top level): only what it calls
     top = _Summariser(None, MODULE, None, scope)
@@ -161,6 +173,19 @@ def summarise(tree: ast.Module, complete: bool = True) -> FileSummary:
 
 
 MODULE = "<module>"
+
+
+def _holds_row(rows: list[int], node) -> bool:
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    i = bisect.bisect_left(rows, start)
+    return i < len(rows) and rows[i] <= (node.end_lineno or start)
+
+
+def _params(node, cls) -> list[str]:
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    is_static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+    return names[1:] if cls is not None and names and not is_static else names
 
 
 def _top_imports(body):
@@ -197,6 +222,26 @@ def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
     t = ast.unparse(dt)
     kind = "float16" if t.endswith(("float16", "half")) else ("bfloat16" if t.endswith("bfloat16") else None)
     return f"{dev.value}:{kind}" if kind else None
+
+
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+
+
+def _calls_in(node):
+    """The calls inside an expression, outermost first (ast.walk without the leaves)."""
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if type(n) is ast.Call:
+            out.append(n)
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if type(v) is list:
+                stack.extend(x for x in reversed(v) if isinstance(x, ast.AST) and not isinstance(x, _LEAVES))
+            elif isinstance(v, ast.AST) and not isinstance(v, _LEAVES):
+                stack.append(v)
+    return out
 
 
 class _Summariser:
@@ -293,9 +338,7 @@ class _Summariser:
                 self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(value, self.defaults)
 
     def expr(self, node, in_ac) -> None:
-        for n in ast.walk(node):
-            if not isinstance(n, ast.Call):
-                continue
+        for n in _calls_in(node):
             func = n.func
             if isinstance(func, ast.Attribute):
                 r = self.ref(func.value)

@@ -155,7 +155,7 @@ class Trainer:
             if c.qualname in ("torch.save", None) or not c.node.args and not c.node.keywords:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
-            if not in_scope:
+            if not in_scope or not self._hands_state(model, c):
                 continue
             hit = model.project_callee(c)
             if hit is None:
@@ -174,6 +174,19 @@ class Trainer:
                 f"65536 and skips steps while it re-learns it; save and load the scaler state too",
                 None, c.stmt,
             )
+
+    @staticmethod
+    def _hands_state(model, c) -> bool:
+        """Does the call hand over what a checkpoint is made of: a dict, an optimizer, a scaler?"""
+        for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
+            if isinstance(a, ast.Dict):
+                return True
+            if isinstance(a, (ast.Name, ast.Attribute)):
+                if model.is_optimizer(a, c.func) or model.is_scaler(model.key_of_expr(a, c.func)):
+                    return True
+                if isinstance(a, ast.Name) and any(isinstance(x.value, ast.Dict) for x in model.assigns.get(model.key_of_expr(a, c.func), ())):
+                    return True
+        return False
 
     def _helper_verdict(self, model, c, callee, facts) -> str | None:
         args = list(enumerate(c.node.args)) + [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg]
