@@ -195,8 +195,8 @@ for i, x in enumerate(loader):
             if not backs:
                 continue
             for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]:
-                if p.kind != "opt_step":
-                    continue
+                if p.kind != "opt_step" or _in_conditional_expression(p):
+                    continue  # `scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split
                 b = self._source_backward(f, backs, p)
                 if b is None:
                     continue
@@ -325,3 +325,13 @@ def _root(text: str) -> str:
 def _in_optimizer_loop(p) -> bool:
     """The step sits in a loop over the optimizers (an inserted update would run per optimizer)."""
     return bool(p.optimizer) and any(_root(p.optimizer) in lp.targets for lp in p.loops)
+
+
+def _in_conditional_expression(p) -> bool:
+    stmt = getattr(p, "stmt", None)
+    if stmt is None:
+        return False
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.IfExp) and any(x is p.node for x in (*ast.walk(n.body), *ast.walk(n.orelse))):
+            return True
+    return False
