@@ -95,13 +95,16 @@ class Setting:
         return self.precision == FP16
 
     def describe(self) -> str:
-        arg = {"accelerate": "mixed_precision", "lightning": "precision", "hf": "fp16", "deepspeed": "fp16"}[self.framework]
+        arg, val = {
+            "accelerate": ("mixed_precision", '"fp16"'), "lightning": ("precision", "16-mixed"),
+            "hf": ("fp16", "True"), "deepspeed": ("fp16.enabled", "True"),
+        }[self.framework]
         if self.how == "literal":
-            return f"`{arg}` is fp16 here"
+            return f"`{arg}` is {val} here"
         if self.how == "config":
-            return f"`{arg}` is fp16 in a config dict of this file"
+            return f"`{arg}` is {val} in a config dict of this file"
         if self.how == "cli-default":
-            return f"the command-line default of `{arg}` is fp16"
+            return f"the command-line default of `{arg}` is {val}"
         return f"this file has an explicit fp16 branch for `{arg}`"
 
 
