@@ -218,3 +218,29 @@ def test_older_families_stay_silent_on_framework_fixtures(d):
             with open(path, encoding="utf-8") as fh:
                 src = fh.read()
             assert [x.code for x in analyze_text(src, path).diagnostics if not x.code.startswith("AMP4")] == []
+
+
+def test_parameter_default_and_conditional_arm():
+    src = (
+        "from accelerate import Accelerator\n"
+        "class T:\n"
+        "    def __init__(self, amp=False, mixed_precision_type='fp16'):\n"
+        "        self.accelerator = Accelerator(mixed_precision=mixed_precision_type if amp else 'no')\n"
+    )
+    assert _one(src, "accelerate") == ("fp16", "branch")
+    src = "from accelerate import Accelerator\ndef f(mp='bf16'):\n    return Accelerator(mixed_precision=mp)\n"
+    assert _one(src, "accelerate") == ("bf16", "param-default")
+
+
+def test_a_name_assigned_in_several_branches():
+    src = (
+        "from accelerate import Accelerator\n"
+        "def f(p):\n"
+        "    mp = 'no'\n"
+        "    if p == 'half':\n"
+        "        mp = 'fp16'\n"
+        "    elif p == 'bfloat16':\n"
+        "        mp = 'bf16'\n"
+        "    return Accelerator(mixed_precision=mp)\n"
+    )
+    assert _one(src, "accelerate") == ("fp16", "branch")

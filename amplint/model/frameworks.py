@@ -10,6 +10,8 @@ rules. The precision of each framework object is a fact with a provenance:
   literal of the same file;
 * ``cli-default``: ``args.mixed_precision`` where ``add_argument("--mixed_precision",
   default="fp16")`` is in the same file;
+* ``param-default``: a parameter of the enclosing function whose default is the literal
+  (``def __init__(self, mixed_precision_type="fp16")``);
 * ``branch``: one arm of ``"fp16" if args.fp16 else "no"``, a flag passed as ``fp16=args.fp16``,
   or an otherwise unknown setting in a file whose code branches on fp16 explicitly
   (``if accelerator.mixed_precision == "fp16":``, ``if training_args.fp16:``);
@@ -79,7 +81,8 @@ _LIGHTNING_VOCAB = {
 
 class Setting:
     """One framework object's precision. ``framework``: accelerate | lightning | hf | deepspeed;
-    ``precision``: fp16 | bf16 | no | unknown; ``how``: literal | config | cli-default | branch | unknown."""
+    ``precision``: fp16 | bf16 | no | unknown; ``how``: literal | config | cli-default |
+    param-default | branch | unknown."""
 
     def __init__(self, framework, node, target, precision, how, cls=None):
         self.framework = framework
@@ -105,6 +108,8 @@ class Setting:
             return f"`{arg}` is {val} in a config dict of this file"
         if self.how == "cli-default":
             return f"the command-line default of `{arg}` is {val}"
+        if self.how == "param-default":
+            return f"`{arg}` is {val} by a parameter default"
         return f"this file has an explicit fp16 branch for `{arg}`"
 
 
@@ -313,9 +318,23 @@ class Facts:
                 return FP16, "branch"
             return UNKNOWN, "unknown"
         if isinstance(value, ast.Name) and fn is not None:
-            for stmt, v, _seq in reversed(fn.assigns + (self.fns[0].assigns if fn is not self.fns[0] else [])):
-                if any(isinstance(t, ast.Name) and t.id == value.id for t in _targets(stmt)):
-                    return self.resolve(v, vocab, fn, depth + 1)
+            # every assignment of the name in the function (else the module): one value, or
+            # fp16 as one of several (an explicit branch), else unknown
+            for pool in (fn.assigns, self.fns[0].assigns if fn is not self.fns[0] else []):
+                vals = [v for stmt, v, _seq in pool if any(isinstance(t, ast.Name) and t.id == value.id for t in _targets(stmt))]
+                if not vals:
+                    continue
+                res = [self.resolve(v, vocab, fn, depth + 1) for v in vals]
+                precs = {p for p, _h in res}
+                if len(precs) == 1:
+                    return res[0]
+                if FP16 in precs:
+                    return FP16, "branch"
+                return UNKNOWN, "unknown"
+            default = _param_default(fn.node, value.id)
+            if default is not None:
+                prec, how = self.resolve(default, vocab, None, depth + 1)
+                return (prec, "param-default") if how == "literal" else (prec, how)
         key = _key_of(value)
         if key is not None:
             defaults = self.cli_defaults()
@@ -494,7 +513,7 @@ class Facts:
 
 def _merge(settings: list[Setting]) -> Setting:
     """Several constructions for one object: fp16 if any can be fp16 (the most specific)."""
-    for how in ("literal", "config", "cli-default", "branch"):
+    for how in ("literal", "config", "cli-default", "param-default", "branch"):
         for s in settings:
             if s.fp16 and s.how == how:
                 return s
@@ -517,6 +536,21 @@ def _assigned_to(stmt: ast.stmt, call: ast.Call) -> ast.expr | None:
         return stmt.targets[0]
     if isinstance(stmt, ast.AnnAssign) and stmt.value is call:
         return stmt.target
+    return None
+
+
+def _param_default(node: ast.AST, name: str) -> ast.expr | None:
+    """The default value of parameter ``name`` of a function definition."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = node.args
+    pos = [*a.posonlyargs, *a.args]
+    for arg, d in zip(pos[len(pos) - len(a.defaults):], a.defaults):
+        if arg.arg == name:
+            return d
+    for arg, d in zip(a.kwonlyargs, a.kw_defaults):
+        if arg.arg == name and d is not None:
+            return d
     return None
 
 
