@@ -26,7 +26,10 @@ under `if accelerator.sync_gradients:` (or an `if` on an accumulation counter su
 
 ## Why is this bad?
 In accelerate 1.15.0 `unscale_gradients` calls `scaler.unscale_(optimizer)` on every call,
-with no `sync_gradients` check, and `clip_grad_norm_`/`clip_grad_value_` call it first. On
+with no `sync_gradients` check, and `clip_grad_norm_`/`clip_grad_value_` call it first; no
+version since `accumulate()` arrived (0.11.0) has guarded it, and the documented
+`if accelerator.sync_gradients:` pattern entered accelerate's docstrings in 0.13.0 (after
+huggingface/accelerate#641 reported this error). On
 the micro-batches that only accumulate, `AcceleratedOptimizer.step` does nothing (it runs
 `scaler.step` and `scaler.update` only when `sync_gradients` is true), so the second
 micro-batch unscales the same optimizer again before any `update()`. Measured with accelerate
