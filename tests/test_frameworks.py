@@ -185,6 +185,10 @@ def test_facts_see_functions_the_parser_masks():
     assert masked is not None and not any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in masked.body)
     codes = [d.code for d in analyze_text(src, "x.py").diagnostics]
     assert codes == ["AMP401"]
+    # the masked tree is not reused; a complete one is (no second parse)
+    assert fw.facts(build_model(src, masked)).tree is not masked
+    full = ast.parse(src)
+    assert fw.facts(build_model(src, full)).tree is full
 
 
 def test_select_amp4_through_the_cli(tmp_path):

@@ -29,10 +29,12 @@ from the rules and never changes the FileModel.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from typing import Iterator
 
 from amplint.model.names import CLIP_FUNCS, SCALER_CTORS, add_import, dotted, qualify
+from amplint.tokens import match_rows
 
 FP16 = "fp16"
 BF16 = "bf16"
@@ -169,6 +171,7 @@ class Facts:
         self._defaults: dict[str, ast.expr | None] | None = None
         self._dict_values: dict[str, list[ast.expr]] | None = None
         self._fp16_branch: dict[str, bool] = {}
+        self._buckets: dict[type, list] | None = None
 
     # ------------------------------------------------------------------ names
     def qual(self, node: ast.AST) -> str | None:
@@ -349,12 +352,24 @@ class Facts:
                     return res.pop(), "config"
         return UNKNOWN, "unknown"
 
+    def nodes(self, *types) -> Iterator[ast.AST]:
+        """The file's nodes of these types (one walk of the tree, shared)."""
+        if self._buckets is None:
+            b: dict[type, list] = {ast.Call: [], ast.Dict: [], ast.Compare: [], ast.If: [], ast.IfExp: []}
+            for n in ast.walk(self.tree):
+                lst = b.get(type(n))
+                if lst is not None:
+                    lst.append(n)
+            self._buckets = b
+        for t in types:
+            yield from self._buckets[t]
+
     def cli_defaults(self) -> dict[str, ast.expr | None]:
         """``add_argument("--mixed_precision", default=...)``: dest -> default (None: no default)."""
         if self._defaults is None:
             out: dict[str, ast.expr | None] = {}
-            for n in ast.walk(self.tree):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument":
+            for n in self.nodes(ast.Call):
+                if isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument":
                     flags = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
                     dest = next((kw.value.value for kw in n.keywords if kw.arg == "dest" and isinstance(kw.value, ast.Constant)), None)
                     long = [f for f in flags if f.startswith("--")] or flags
@@ -373,7 +388,7 @@ class Facts:
         """Every literal value a dict literal or ``dict(...)`` call of the file gives a key."""
         if self._dict_values is None:
             out: dict[str, list[ast.expr]] = {}
-            for n in ast.walk(self.tree):
+            for n in self.nodes(ast.Dict, ast.Call):
                 if isinstance(n, ast.Dict):
                     for k, v in zip(n.keys, n.values):
                         if isinstance(k, ast.Constant) and isinstance(k.value, str):
@@ -391,7 +406,7 @@ class Facts:
         if framework in self._fp16_branch:
             return self._fp16_branch[framework]
         found = False
-        for n in ast.walk(self.tree):
+        for n in self.nodes(ast.Compare, ast.If, ast.IfExp):
             if framework == "accelerate" and isinstance(n, ast.Compare):
                 names = {_last(x) for x in [n.left, *n.comparators]}
                 consts = {x.value for x in [n.left, *n.comparators] if isinstance(x, ast.Constant)}
@@ -579,9 +594,25 @@ def _key_of(value: ast.expr) -> str | None:
 
 
 # ---------------------------------------------------------------------------- the walk
+# A function is walked only when its lines hold one of these (every site, assignment or
+# setting a rule reads is spelled with one); other functions (model code) are skipped.
+_RELEVANT = re.compile(
+    r"backward|clip_grad|unscale|accumulate|ccelerat|Trainer|TrainingArguments|deepspeed|\.prepare\(|\.fit\("
+    r"|\.half\(|float16|fp16|from_pretrained|sync_gradients|add_argument|precision|automatic_optimization"
+    r"|GradScaler|\.scale\(|weight_dtype"
+)
+
+
 class _Walk:
-    def __init__(self, facts: Facts):
+    def __init__(self, facts: Facts, source: str):
         self.f = facts
+        self.rows = match_rows(source, _RELEVANT)
+
+    def relevant(self, node) -> bool:
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        end = getattr(node, "end_lineno", None) or start
+        i = bisect.bisect_left(self.rows, start)
+        return i < len(self.rows) and self.rows[i] <= end
 
     def module(self, tree: ast.Module) -> None:
         mod = Fn(tree, None, None)
@@ -595,6 +626,8 @@ class _Walk:
     def stmt(self, s, fn: Fn, ifs, withs, loops, cls) -> None:
         f = self.f
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if not self.relevant(s):
+                return
             for d in s.decorator_list:
                 self.exprs(d, s, fn, ifs, withs, loops)
             args = s.args
@@ -657,6 +690,17 @@ class _Walk:
             fn.sites.append(Site(c, stmt, f._seq, fn, ifs, withs, loops))
 
 
+_TOPDEF = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]", re.M)
+
+
+def _complete(model) -> bool:
+    """Is ``model.tree`` the whole file (not masked by the parser)? Masking blanks top-level
+    definitions only, so the same count of top-level ``def``/``class`` lines in the text and
+    in the tree means nothing was blanked."""
+    n_tree = sum(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for s in model.tree.body)
+    return n_tree == len(_TOPDEF.findall(model.source))
+
+
 def facts(model) -> Facts | None:
     """The framework facts of ``model``'s file (None when it names no framework). Cached on
     the model."""
@@ -666,12 +710,14 @@ def facts(model) -> Facts | None:
     result = None
     src = model.source
     if any(t in src for t in _TOKENS):
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = model.tree
+        tree = model.tree
+        if not _complete(model):
+            try:
+                tree = ast.parse(src)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = model.tree
         result = Facts(model, tree)
-        _Walk(result).module(tree)
+        _Walk(result, src).module(tree)
         for fn in result.fns:
             for site in fn.sites:
                 s = result._setting_for(site)
