@@ -86,6 +86,11 @@ RULE_MODULES = [
     "amp203_scaler_with_bfloat16",
     "amp301_checkpoint_missing_scaler_state",
     "amp302_scaler_state_discarded",
+    "amp401_accelerate_clip_scaled_grads",
+    "amp402_accelerate_unscale_per_micro_batch",
+    "amp403_fp16_weights_under_framework_amp",
+    "amp404_double_loss_scaling",
+    "amp405_lightning_manual_backward",
 ]
 
 
