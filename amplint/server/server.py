@@ -113,6 +113,16 @@ class AmplintServer(LanguageServer):
         dirty, self._dirty = self._dirty, []
         self.publish_all(dirty)
 
+    def current(self, uri: str) -> bool:
+        """Is ``uri`` an open Python document or a cell of an open notebook? A change still
+        waiting out the debounce is checked now, so requests see the text as it is."""
+        if uri not in self._open_py and _owner(self, uri) not in self._open_nb:
+            return False
+        if self._pending is not None:
+            self._pending.cancel()
+            self.flush()
+        return True
+
     def settings_changed(self) -> None:
         self.amp.reload_settings()
         self.log_message("info", "amplint: configuration changed; re-checking open documents")
@@ -169,16 +179,15 @@ def create_server(options: ServerOptions | None = None, debounce: float = DEFAUL
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: AmplintServer, params: types.DidChangeTextDocumentParams):
-        if _is_config(params.text_document.uri):
-            return
-        ls.schedule(params.text_document.uri)
+        if params.text_document.uri in ls._open_py:  # not pyproject.toml, not other languages
+            ls.schedule(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     def did_save(ls: AmplintServer, params: types.DidSaveTextDocumentParams):
         if _is_config(params.text_document.uri):
             ls.settings_changed()
-            return
-        ls.schedule(params.text_document.uri, delay=0)
+        elif params.text_document.uri in ls._open_py:
+            ls.schedule(params.text_document.uri, delay=0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AmplintServer, params: types.DidCloseTextDocumentParams):
@@ -221,12 +230,9 @@ def create_server(options: ServerOptions | None = None, debounce: float = DEFAUL
     def code_action(ls: AmplintServer, params: types.CodeActionParams):
         uri = params.text_document.uri
         try:
-            text = None if ls.workspace.get_notebook_document(cell_uri=uri) else ls.workspace.get_text_document(uri).source
-            if text is None and _owner(ls, uri) not in ls._open_nb:
-                return []
-            if ls._pending is not None:  # a change is waiting out the debounce: check it now
-                ls._pending.cancel()
-                ls.flush()
+            if not ls.current(uri):
+                return None
+            text = None if uri not in ls._open_py else ls.workspace.get_text_document(uri).source
             return ls.amp.code_actions(uri, text, params.range, params.context.only) or None
         except Exception as exc:
             ls.log_message("error", f"amplint: code actions failed for {uri}: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
@@ -236,10 +242,9 @@ def create_server(options: ServerOptions | None = None, debounce: float = DEFAUL
     def hover(ls: AmplintServer, params: types.HoverParams):
         uri = params.text_document.uri
         try:
-            nb = ls.workspace.get_notebook_document(cell_uri=uri)
-            text = None if nb else ls.workspace.get_text_document(uri).source
-            if text is not None and uri not in ls._open_py:
+            if not ls.current(uri):
                 return None
+            text = None if uri not in ls._open_py else ls.workspace.get_text_document(uri).source
             return ls.amp.hover(uri, text, params.position)
         except Exception as exc:
             ls.log_message("error", f"amplint: hover failed for {uri}: {type(exc).__name__}: {exc}")

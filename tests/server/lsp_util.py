@@ -45,6 +45,7 @@ async def initialize(client, root, caps: str = "visual-studio-code") -> types.In
 def _on_publish(client: LanguageClient, params: types.PublishDiagnosticsParams):
     client.diagnostics[params.uri] = params.diagnostics
     client.publish_counts[params.uri] = client.publish_counts.get(params.uri, 0) + 1
+    client.versions[params.uri] = params.version
     client.publish_event.set()
 
 
@@ -56,7 +57,7 @@ def make_client() -> LanguageClient:
     """pytest-lsp's test client, counting every publishDiagnostics (an empty list is a new
     publication too) and accepting client/registerCapability as VS Code does."""
     client = LanguageClient(converter_factory=default_converter)
-    client.publish_counts, client.publish_event, client.registrations = {}, asyncio.Event(), []
+    client.publish_counts, client.publish_event, client.registrations, client.versions = {}, asyncio.Event(), [], {}
     register_lsp_features(client, {
         **DEFAULT_CLIENT_FEATURES,
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _on_publish,

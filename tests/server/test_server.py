@@ -192,6 +192,9 @@ async def test_settings_from_pyproject_reload_when_it_changes(client: LanguageCl
     since = mark(client)
     open_doc(client, uri(path), read(path))
     assert await published(client, uri(path), since) == []
+    # the server asked the client (which supports it) to watch pyproject.toml files
+    assert [(r.method, r.register_options["watchers"][0]["globPattern"]) for r in client.registrations] == [
+        ("workspace/didChangeWatchedFiles", "**/pyproject.toml")]
 
     cfg.write_text('[tool.amplint]\nignore = []\n')
     since = mark(client)
@@ -280,6 +283,36 @@ async def test_a_changed_document_re_diagnoses_the_other_open_ones(client: Langu
     since = mark(client)
     change_doc(client, uri(b), "x = 2\n", 2)
     assert [d.code for d in await published(client, uri(a), since)] == ["AMP001"]
+    # and on save
+    since = mark(client)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri(b))))
+    assert [d.code for d in await published(client, uri(a), since)] == ["AMP001"]
+    # closing a document clears its diagnostics
+    since = mark(client)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri(a))))
+    assert await published(client, uri(a), since) == []
+
+
+@pytest_lsp.fixture(config=config("--debounce", "0.5"))
+async def slow_client(lsp_client: LanguageClient, tmp_path):
+    await initialize(lsp_client, tmp_path)
+    yield
+    await stop(lsp_client)
+
+
+@pytest.mark.asyncio
+async def test_changes_in_quick_succession_are_checked_once(slow_client: LanguageClient, project):
+    path = project / "train.py"
+    text = read(path)
+    after = read(os.path.join(AMP001, "after.py"))
+    since = mark(slow_client)
+    open_doc(slow_client, uri(path), text)
+    await published(slow_client, uri(path), since)
+    since = mark(slow_client)
+    for version, t in enumerate([after, text, after], start=2):  # typing: well inside the 0.5 s debounce
+        change_doc(slow_client, uri(path), t, version)
+    assert await published(slow_client, uri(path), since) == []
+    assert slow_client.versions[uri(path)] == 4  # one check, of the last version
 
 
 HELPERS = "def step(scaler, opt):\n    scaler.step(opt)\n    scaler.update()\n"
