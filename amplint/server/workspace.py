@@ -239,6 +239,8 @@ class Workspace:
         self._analyses: dict[str, Analysis] = {}  # document or notebook uri -> last analysis
         self._cell_owner: dict[str, str] = {}  # cell uri -> notebook uri
         self._shown_errors: set[str] = set()
+        self._texts: dict[str, str] = {}  # path -> text of each open Python document (unsaved edits)
+        self._project_files: dict[str, list[str]] = {}  # project root -> its .py files
 
     # ---------------------------------------------------------------- settings
     def settings_for(self, path: str) -> Resolved:
@@ -276,6 +278,27 @@ class Workspace:
         """A pyproject.toml changed (or appeared): resolve every file's settings again."""
         self._settings.clear()
         self._shown_errors.clear()
+        self._project_files.clear()
+
+    # ---------------------------------------------------------------- project mode
+    def project_index(self, path: str, resolved: Resolved):
+        """The project index (project mode, amplint.model.index) for ``path``, with the open
+        documents' texts in place of the files on disk, so an unsaved change to a helper module
+        counts; None where the engine has no project mode (file-local analysis)."""
+        try:
+            from amplint.discover import discover, project_root
+            from amplint.model.index import ProjectIndex
+        except ImportError:
+            return None
+        settings = resolved.settings
+        root = project_root(settings, [path])
+        files = self._project_files.get(root)
+        if files is None:
+            files = self._project_files[root] = discover([root], settings, suffixes=(".py",)).files
+        have = {os.path.abspath(f) for f in files}
+        extra = [p for p in self._texts if os.path.abspath(p) not in have]
+        roots = [os.path.normpath(os.path.join(root, s)) for s in getattr(settings, "src", None) or (".",)]
+        return ProjectIndex(roots, [*files, *extra], None, texts=dict(self._texts))
 
     # ---------------------------------------------------------------- analysis
     def _analyse(self, uri: str, path: str, text: str, cells=None, notebook=None) -> Analysis:
@@ -287,7 +310,17 @@ class Workspace:
         analyze.configure(resolved.settings.target_torch_version)
         timeout = self.options.timeout
         try:
-            result = within(timeout, analyze.analyze_text, text, path)
+            if cells is None:
+                self._texts[path] = text
+            index = None
+            try:
+                index = self.project_index(path, resolved)
+            except Exception as exc:  # the file alone is still checked
+                self.log("error", f"{path}: project index: {type(exc).__name__}: {exc}")
+            if index is None:
+                result = within(timeout, analyze.analyze_text, text, path)
+            else:
+                result = within(timeout, lambda: analyze.analyze_text(text, path, index=index))
         except _Timeout:
             message = f"timeout: analysis took longer than {timeout:g} s (see --per-file-timeout)"
             self.log("warning", f"{path}: AMP901 {message}")
@@ -335,6 +368,8 @@ class Workspace:
 
     def forget(self, uri: str) -> None:
         a = self._analyses.pop(uri, None)
+        if a is not None and a.cells is None:
+            self._texts.pop(a.path, None)
         if a is not None and a.cells is not None:
             for c in a.cells:
                 self._cell_owner.pop(c.uri, None)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -346,3 +347,37 @@ async def test_helper_module_change_updates_the_file_that_uses_it(client: Langua
     change_doc(client, uri(helpers), HELPERS.replace("    scaler.update()\n", ""), 2)
     after = await published(client, uri(train), since)
     assert "AMP001" in [d.code for d in after]  # no update() any more, anywhere in the iteration
+
+
+HAS_INDEX = importlib.util.find_spec("amplint.model.index") is not None
+BACK = "def back(scaler, loss):\n    scaler.scale(loss).backward()\n"
+TRAIN_BACK = """import torch
+from helpers import back
+
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+        back(scaler, loss)
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+@pytest.mark.xfail(not HAS_INDEX, strict=True, raises=AssertionError, reason="needs the project index (issue 15)")
+@pytest.mark.asyncio
+async def test_an_unsaved_helper_edit_updates_the_file_that_calls_it(client: LanguageClient, tmp_path):
+    """AMP002 through a call into another module (project mode): the helper's buffer, not the
+    file on disk, decides."""
+    helpers, train = tmp_path / "helpers.py", tmp_path / "train.py"
+    helpers.write_text(BACK)
+    train.write_text(TRAIN_BACK)
+    since = mark(client)
+    open_doc(client, uri(train), TRAIN_BACK)
+    assert [d.code for d in await published(client, uri(train), since)] == ["AMP002"]
+    since = mark(client)
+    open_doc(client, uri(helpers), BACK)
+    await published(client, uri(helpers), since)
+    since = mark(client)
+    change_doc(client, uri(helpers), "def back(scaler, loss):\n    pass\n", 2)  # not saved
+    assert await published(client, uri(train), since) == []
