@@ -241,6 +241,7 @@ class Workspace:
         self._shown_errors: set[str] = set()
         self._texts: dict[str, str] = {}  # path -> text of each open Python document (unsaved edits)
         self._project_files: dict[str, list[str]] = {}  # project root -> its .py files
+        self._no_project_mode = False
 
     # ---------------------------------------------------------------- settings
     def settings_for(self, path: str) -> Resolved:
@@ -285,10 +286,13 @@ class Workspace:
         """The project index (project mode, amplint.model.index) for ``path``, with the open
         documents' texts in place of the files on disk, so an unsaved change to a helper module
         counts; None where the engine has no project mode (file-local analysis)."""
+        if self._no_project_mode:
+            return None
         try:
             from amplint.discover import discover, project_root
             from amplint.model.index import ProjectIndex
         except ImportError:
+            self._no_project_mode = True
             return None
         settings = resolved.settings
         root = project_root(settings, [path])
