@@ -14,11 +14,12 @@ OUTPUT_FORMATS = ["full", "concise", "json", "json-lines", "github", "sarif", "g
 
 
 class LazyGroup(click.Group):
-    """Subcommands that need torch live in amplint.runtime and load only when called."""
+    """Subcommands that need torch (amplint.runtime) or pygls (amplint.server) load only when called."""
 
     lazy = {
         "verify": ("amplint.runtime.commands", "verify_command"),
         "trace": ("amplint.runtime.commands", "trace_command"),
+        "server": ("amplint.server.command", "server_command"),  # needs amplint[server] (pygls)
     }
 
     def list_commands(self, ctx):
