@@ -329,7 +329,6 @@ for x, y in loader:
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="needs the project index (issue 15)")
 @pytest.mark.asyncio
 async def test_helper_module_change_updates_the_file_that_uses_it(client: LanguageClient, tmp_path):
     helpers, train = tmp_path / "helpers.py", tmp_path / "train.py"
