@@ -209,6 +209,8 @@ for x, y in loader:
     ]
 
     def check(self, model):
+        if not fw.may_be_fp16(model):
+            return
         F = fw.facts(model)
         if F is None:
             return

@@ -196,6 +196,8 @@ for x in loader:
     ]
 
     def check(self, model):
+        if not fw.may_be_fp16(model):
+            return
         F = fw.facts(model)
         if F is None:
             return

@@ -163,6 +163,8 @@ def main(args):
     ]
 
     def check(self, model):
+        if not fw.may_be_fp16(model):
+            return
         F = fw.facts(model)
         if F is None or any(t in model.source for t in _PEFT) or _FP32_RECAST.search(model.source):
             return

@@ -142,6 +142,8 @@ trainer = pl.Trainer(precision=16)
     ]
 
     def check(self, model):
+        if not fw.may_be_fp16(model):
+            return
         F = fw.facts(model)
         if F is None:
             return
