@@ -17,6 +17,7 @@ from amplint import cache as cache_mod
 from amplint import runner
 from amplint.cache import Cache
 from amplint.discover import _FastSpec
+from amplint_testutil import screen_variants
 
 BAD = textwrap.dedent(
     """\
@@ -297,14 +298,55 @@ def test_screened_out_files_have_no_findings_when_analysed(src):
 
 
 def test_fixtures_rejected_by_the_screen_have_no_findings():
+    """Every fixture passes the screen, so the claim is tested on what the screen does reject:
+    each fixture with all but at most two of the screen's tokens renamed. Every variant the
+    screen rejects must have no finding when analysed anyway."""
     from amplint.analyze import analyze_text
     from amplint.screen import may_contain_amp
 
     root = Path(__file__).resolve().parent.parent / "fixtures"
-    checked = 0
-    for p in sorted(root.rglob("*.py")):
-        data = p.read_bytes()
-        if not may_contain_amp(data):
-            checked += 1
-            assert analyze_text(data.decode("utf-8"), str(p)).diagnostics == [], p
-    assert root.is_dir()
+    paths = sorted(root.rglob("*.py"))
+    assert len(paths) >= 20
+    checked = with_findings = 0
+    for p in paths:
+        src = p.read_text(encoding="utf-8")
+        assert may_contain_amp(src.encode()), p
+        if analyze_text(src, str(p)).diagnostics:
+            with_findings += 1
+        for label, variant in screen_variants(src):
+            if not may_contain_amp(variant.encode()):
+                checked += 1
+                found = analyze_text(variant, str(p)).diagnostics
+                assert found == [], (p, label, [(d.code, d.row) for d in found])
+    # the rule fixtures (one per rule) have findings; the screen rejected variants of each
+    assert with_findings >= 17
+    assert checked >= 10 * len(paths), checked
+
+
+def test_a_file_whose_only_amp_token_is_gradscaler_is_analysed(tmp_path):
+    """`scaler = torch.GradScaler("cuda")` without autocast or `torch.amp`: only the
+    `GradScaler` token lets the file through the screen; its AMP001 must be reported."""
+    from amplint.screen import may_contain_amp
+
+    src = textwrap.dedent(
+        """\
+        import torch
+
+        scaler = torch.GradScaler("cuda")
+        for x, y in loader:
+            loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+        """
+    )
+    assert "autocast" not in src and "torch.amp" not in src and "amp" not in src.replace("GradScaler", "")
+    assert may_contain_amp(src.encode())
+    f = tmp_path / "train.py"
+    f.write_text(src)
+    # in process, through the runner (screen included) ...
+    (res,) = runner.run([str(f)], None, jobs=1)
+    assert [(d.code, d.row) for d in res.diagnostics] == [("AMP001", 7)]
+    # ... and through the real entry point
+    p = amplint("--no-cache", "train.py", cwd=tmp_path)
+    assert p.returncode == 1
+    assert p.stdout.splitlines()[0].startswith("train.py:7:5: AMP001")
