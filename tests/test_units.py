@@ -21,6 +21,35 @@ from amplint.rules import ALL_RULES
 from amplint.selection import ERROR_CODES, Filter, enabled_codes, ignored_for_file, validate_per_file_ignores
 from amplint.settings import ConfigError, Settings
 
+# ---------------------------------------------------------------------------- fixtures, in process
+
+
+def test_fixtures_in_process():
+    """tests/test_fixtures.py checks the fixtures through the CLI; this is the same check in
+    process (every rule, `# noqa` honoured): before.py has its rule's findings only, after.py
+    and clean/ have none."""
+    import glob
+
+    from amplint.analyze import analyze_text
+    from amplint_testutil import FIXTURES
+
+    seen = 0
+    for path in sorted(glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True)):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        result = analyze_text(text, path)
+        assert not result.errors, (path, result.errors)
+        lines = text.splitlines()
+        codes = {d.code for d in result.diagnostics if not is_suppressed(lines, d.code, [d.row, d.stmt_row])}
+        rel = os.path.relpath(path, FIXTURES)
+        if rel.endswith("before.py"):
+            assert codes == {rel.split("_", 1)[0].upper()}, (rel, codes)
+        else:
+            assert codes == set(), (rel, codes)
+        seen += 1
+    assert seen >= 17 + 11 + 5
+
+
 # ---------------------------------------------------------------------------- noqa
 
 
