@@ -323,30 +323,57 @@ def test_fixtures_rejected_by_the_screen_have_no_findings():
     assert checked >= 10 * len(paths), checked
 
 
+GRADSCALER_ONLY = textwrap.dedent(
+    """\
+    import torch
+
+    scaler = torch.GradScaler("cuda")
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+    """
+)
+
+
 def test_a_file_whose_only_amp_token_is_gradscaler_is_analysed(tmp_path):
     """`scaler = torch.GradScaler("cuda")` without autocast or `torch.amp`: only the
     `GradScaler` token lets the file through the screen; its AMP001 must be reported."""
     from amplint.screen import may_contain_amp
 
-    src = textwrap.dedent(
-        """\
-        import torch
-
-        scaler = torch.GradScaler("cuda")
-        for x, y in loader:
-            loss = loss_fn(model(x), y)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-        """
-    )
+    src = GRADSCALER_ONLY
     assert "autocast" not in src and "torch.amp" not in src and "amp" not in src.replace("GradScaler", "")
     assert may_contain_amp(src.encode())
     f = tmp_path / "train.py"
     f.write_text(src)
-    # in process, through the runner (screen included) ...
+    # in process, through the runner (screen included)
     (res,) = runner.run([str(f)], None, jobs=1)
     assert [(d.code, d.row) for d in res.diagnostics] == [("AMP001", 7)]
-    # ... and through the real entry point
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # `torch.amp` and a scaler name (the model takes `scaler` for a GradScaler in a torch AMP file)
+        "import torch.amp\n\n\ndef train(model, loader, opt, scaler):\n    for x in loader:\n"
+        "        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n",
+        # `autocast` and a scaler name, no `backward`
+        "import torch\n\n\ndef train(model, loader, opt, scaler):\n    for x in loader:\n"
+        "        with torch.autocast(\"cuda\"):\n            loss = model(x)\n        scaler.step(opt)\n",
+    ],
+    ids=["torch.amp+scaler", "autocast+scaler"],
+)
+def test_a_scaler_name_with_a_torch_amp_mention_passes_the_screen(src):
+    from amplint.analyze import analyze_bytes
+    from amplint.screen import may_contain_amp
+
+    assert "GradScaler" not in src
+    assert may_contain_amp(src.encode())
+    assert [d.code for d in analyze_bytes(src.encode(), "t.py").diagnostics] == ["AMP001"]
+
+
+def test_a_file_whose_only_amp_token_is_gradscaler_through_the_cli(tmp_path):
+    (tmp_path / "train.py").write_text(GRADSCALER_ONLY)
     p = amplint("--no-cache", "train.py", cwd=tmp_path)
     assert p.returncode == 1
     assert p.stdout.splitlines()[0].startswith("train.py:7:5: AMP001")

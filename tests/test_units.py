@@ -83,6 +83,7 @@ def test_noqa_with_codes_suppresses_only_those_codes():
 
 
 def test_noqa_rows_checked_and_bounds():
+    assert is_suppressed(["a()  # noqa"], "AMP004", [1])  # the first line counts
     lines = ["a()", "b()  # noqa: AMP004"]
     # the finding's row, then the row where its statement starts
     assert is_suppressed(lines, "AMP004", [1, 2])
@@ -117,6 +118,9 @@ def test_select_prefixes_exact_codes_and_all():
     assert _enabled(select=("ALL",)) == _enabled()
     assert _enabled(select=("AMP001",), extend_select=("AMP203",)) == {"AMP001", "AMP203"}
     assert _enabled(select=("AMP001",), extend_select=("AMP10",)) == {"AMP001", "AMP101", "AMP102", "AMP103", "AMP104"}
+    assert _enabled(select=("AMP001", "amp004 ")) == {"AMP001", "AMP004"}  # every selector counts
+    # extend-select: an exact preview code needs no preview mode, a prefix does
+    assert "AMP301" in _enabled(extend_select=(" amp301",)) and "AMP301" not in _enabled(extend_select=("AMP3",))
 
 
 def test_ignore_wins_over_select():
@@ -127,8 +131,10 @@ def test_ignore_wins_over_select():
 
 def test_unknown_selectors_are_config_errors():
     for kw in ({"select": ("AMP999",)}, {"ignore": ("NOPE",)}, {"extend_select": ("E9",)}):
-        with pytest.raises(ConfigError, match="unknown rule selector"):
+        with pytest.raises(ConfigError, match="^settings: unknown rule selector `"):
             _enabled(**kw)
+    with pytest.raises(ConfigError, match="^pyproject.toml: unknown rule selector `AMP999` "):
+        enabled_codes(Settings(select=("AMP999",)), "pyproject.toml")
     with pytest.raises(ConfigError, match="per-file-ignores `x.py`"):
         validate_per_file_ignores(Settings(per_file_ignores=(("x.py", ("AMP777",)),)))
 
@@ -146,6 +152,8 @@ def test_per_file_ignores_patterns(tmp_path):
     assert at("deep/legacy.py") == {"AMP101", "AMP104"}  # a bare name matches in any directory
     assert at("src/core/train.py") == set()  # `!pattern`: every file *not* matching it
     assert at("gen/a/b.py") == {"AMP201", "AMP202", "AMP203", "AMP104"}
+    s2 = Settings(root=root, per_file_ignores=(("genX", ("AMP001",)),))  # a directory named without a slash
+    assert ignored_for_file(s2, os.path.join(root, "genX", "a.py")) == {"AMP001"}
     assert ignored_for_file(Settings(root=root), os.path.join(root, "tests/t.py")) == set()
 
 
@@ -182,7 +190,7 @@ def _messages(tmp_path):
         Message("train.py", "AMP004", "optimizer.step() bypasses the scaler", 12, 8, 12, 24, None,
                 url=ALL_RULES["AMP004"].url, name="optimizer-step-bypasses-scaler", source_line="        optimizer.step()",
                 noqa_row=11),
-        Message("broken.py", "E999", "SyntaxError: invalid syntax", 3, 0, 3, 0, is_error=True, name="syntax-error"),
+        Message("broken.py", "E999", "SyntaxError: invalid syntax", 3, 0, 3, 0, noqa_row=3, is_error=True, name="syntax-error"),
     ]
 
 
@@ -212,21 +220,28 @@ def test_concise_and_summary(msgs, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "n,summary,lines",
+    "n,kw,lines",
     [
-        (1, Summary(), ["Found 1 error."]),
-        (2, Summary(fix_mode=True, fixed=3), ["Found 5 errors (3 fixed, 2 remaining)."]),
-        (0, Summary(fix_mode=True, fixed=1), ["Found 1 error (1 fixed, 0 remaining)."]),
-        (0, Summary(fix_mode=True, fixed=2), ["Found 2 errors (2 fixed, 0 remaining)."]),
-        (1, Summary(fix_mode=True, fixed=0), ["Found 1 error."]),
-        (1, Summary(hidden_unsafe=1), ["Found 1 error.", "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)."]),
-        (2, Summary(remaining_fixable=1, hidden_unsafe=2),
+        (1, {}, ["Found 1 error."]),
+        (2, dict(fix_mode=True, fixed=3), ["Found 5 errors (3 fixed, 2 remaining)."]),
+        (2, dict(fix_mode=True, fixed=1), ["Found 3 errors (1 fixed, 2 remaining)."]),
+        (0, dict(fix_mode=True, fixed=1), ["Found 1 error (1 fixed, 0 remaining)."]),
+        (0, dict(fix_mode=True, fixed=2), ["Found 2 errors (2 fixed, 0 remaining)."]),
+        (1, dict(fix_mode=True, fixed=0), ["Found 1 error."]),
+        (1, dict(fixed=2), ["Found 1 error."]),  # `fixed` counts only in fix mode
+        (0, dict(fix_mode=True), ["All checks passed!"]),
+        (1, dict(hidden_unsafe=1), ["Found 1 error.", "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)."]),
+        (2, dict(remaining_fixable=1, hidden_unsafe=2),
          ["Found 2 errors.", "[*] 1 fixable with `amplint fix` (or `--fix`).", "2 hidden fixes can be enabled with the `--unsafe-fixes` option."]),
+        (1, dict(remaining_fixable=2, hidden_unsafe=1),
+         ["Found 1 error.", "[*] 2 fixable with `amplint fix` (or `--fix`).", "1 hidden fix can be enabled with the `--unsafe-fixes` option."]),
+        (0, dict(hidden_unsafe=3), ["All checks passed!", "No fixes available (3 hidden fixes can be enabled with the `--unsafe-fixes` option)."]),
     ],
 )
-def test_summary_lines(n, summary, lines):
+def test_summary_lines(n, kw, lines):
     from amplint.report.text import summary_lines
 
+    summary = Summary(**kw)  # built in the test, so that mutmut sees Summary.__init__ run here
     assert summary_lines([Message("a.py", "AMP001", "m", 1, 0, 1, 1)] * n, summary) == lines
 
 
@@ -247,6 +262,15 @@ def test_full_shows_source_caret_and_help(msgs, tmp_path):
         "   |\n"
         "\n"
     )
+    # the summary is on by default; nothing at all without messages and summary
+    assert formatter("full")(msgs[:1], Summary()).endswith("\nFound 1 error.\n")
+    assert formatter("full")([], Summary(), show_summary=False) == ""
+    # the caret spans the finding only; trailing blanks and a final X of the line are kept
+    m = Message("a.py", "AMP001", "m", 3, 4, 3, 8, source_line="    step(MAX)  \r\n")
+    assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2:4] == ["3 |     step(MAX)  ", "  |     ^^^^ AMP001"]
+    # a line with a tab is shown as it is (the caret counts characters)
+    m = Message("a.py", "AMP001", "m", 3, 1, 3, 5, source_line="\tstep(MAX)  \r\n")
+    assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2:4] == ["3 | \tstep(MAX)  ", "  |  ^^^^ AMP001"]
     # a multi-line span: the caret runs to the end of the first line; at least one caret
     m = Message("a.py", "AMP002", "m", 2, 4, 5, 0, source_line="    with x:")
     assert "  |     ^^^^^^^ AMP002" in formatter("full")([m], Summary())
@@ -258,18 +282,22 @@ def test_statistics():
     from amplint.report.text import format_statistics
 
     ms = [Message("a.py", "AMP004", "m", 1, 0, 1, 1, name="optimizer-step-bypasses-scaler", applicable=True)] * 10
-    ms += [Message("a.py", "AMP001", "m", 1, 0, 1, 1, name="missing-scaler-update")] * 2
     ms += [Message("a.py", "AMP002", "m", 1, 0, 1, 1, name="backward-inside-autocast")] * 2
+    ms += [Message("a.py", "AMP001", "m", 1, 0, 1, 1, name="missing-scaler-update")] * 2
+    ms += [Message("a.py", "E999", "m", 1, 0, 1, 1, is_error=True)]  # no rule name
     assert format_statistics(ms) == (
         "10\tAMP004\t[*] optimizer-step-bypasses-scaler\n"
-        " 2\tAMP001\t[ ] missing-scaler-update\n"
+        " 2\tAMP001\t[ ] missing-scaler-update\n"  # ties: by code
         " 2\tAMP002\t[ ] backward-inside-autocast\n"
+        " 1\tE999\t[ ] \n"
     )
     assert format_statistics([]) == ""
 
 
 def test_json_and_json_lines(msgs, tmp_path):
-    data = json.loads(formatter("json")(msgs, Summary()))
+    text = formatter("json")(msgs, Summary())
+    assert text.startswith('[\n  {\n    "cell": null,\n') and text.endswith("\n  }\n]\n")  # indented, like ruff's
+    data = json.loads(text)
     assert data[0] == {
         "cell": None,
         "code": "AMP001",
@@ -283,7 +311,7 @@ def test_json_and_json_lines(msgs, tmp_path):
         "url": ALL_RULES["AMP001"].url,
     }
     assert data[1]["fix"] is None and data[1]["noqa_row"] == 11
-    assert data[2]["noqa_row"] is None and data[2]["code"] == "E999"
+    assert data[2]["noqa_row"] is None and data[2]["code"] == "E999"  # errors cannot be noqa'd
     lines = formatter("json-lines")(msgs, Summary()).splitlines()
     assert [json.loads(ln) for ln in lines] == data
     assert formatter("json")([], Summary()) == "[]\n" and formatter("json-lines")([], Summary()) == ""
@@ -303,13 +331,20 @@ def test_github_annotations_escape(msgs):
         "::d,x:y.py:1:1: AMP004 50%25 of%0Asteps%0D\n"
     )
     assert formatter("github")([], Summary()) == ""
+    two = formatter("github")(msgs[:2], Summary()).split("\n")
+    assert len(two) == 3 and two[2] == "" and two[1].startswith("::error title=amplint (AMP004),")
 
 
 def test_gitlab_code_quality(msgs, tmp_path):
     from amplint.report.gitlab import fingerprint
 
-    data = json.loads(formatter("gitlab")(msgs, Summary()))
+    text = formatter("gitlab")(msgs, Summary())
+    assert text.startswith('[\n  {\n    "check_name": "AMP001",\n')
+    data = json.loads(text)
     assert [d["check_name"] for d in data] == ["AMP001", "AMP004", "E999"]
+    # each message is its own first occurrence
+    assert data[1]["fingerprint"] == fingerprint("train.py", "AMP004", "optimizer.step()", 0)
+    assert data[2]["fingerprint"] == fingerprint("broken.py", "E999", None, 0)
     d = data[0]
     assert d["description"] == "AMP001: step without update"
     assert d["categories"] == ["Bug Risk"] and d["severity"] == "major"
@@ -321,8 +356,10 @@ def test_gitlab_code_quality(msgs, tmp_path):
     assert len({fingerprint("a.py", "AMP001", "x", 0), fingerprint("a.py", "AMP004", "x", 0),
                 fingerprint("a.py", "AMP001", "y", 0), fingerprint("a.py", "AMP001", "x", 1),
                 fingerprint("b.py", "AMP001", "x", 0)}) == 5
-    twice = json.loads(formatter("gitlab")([moved, moved], Summary()))
-    assert twice[0]["fingerprint"] == d["fingerprint"] != twice[1]["fingerprint"]
+    thrice = json.loads(formatter("gitlab")([moved, moved, moved], Summary()))
+    assert [t["fingerprint"] for t in thrice] == [fingerprint("train.py", "AMP001", "scaler.step(optimizer)", n) for n in (0, 1, 2)]
+    # a path from undecodable bytes (surrogate-escaped) still gets a fingerprint
+    assert len(fingerprint("caf\udce9.py", "AMP001", "x\ud800", 0)) == 64
 
 
 def test_junit(msgs, tmp_path):
@@ -368,3 +405,141 @@ def test_sarif_levels_rules_regions_and_fixes(msgs):
     (change,) = fix["artifactChanges"]
     assert change["replacements"] == [{"deletedRegion": {"startLine": 9, "startColumn": 1, "endLine": 9, "endColumn": 1},
                                        "insertedContent": {"text": "    scaler.update()\n"}}]
+
+
+JUNIT = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="amplint" tests="3" failures="3" errors="0">
+    <testsuite name="train.py" tests="2" failures="2" errors="0">
+        <testcase name="org.amplint.AMP001" classname="train.py" file="train.py" line="8" column="5">
+            <failure message="step without update" type="AMP001">line 8, col 5, step without update</failure>
+        </testcase>
+        <testcase name="org.amplint.AMP004" classname="train.py" file="train.py" line="12" column="9">
+            <failure message="optimizer.step() bypasses the scaler" type="AMP004">line 12, col 9, optimizer.step() bypasses the scaler</failure>
+        </testcase>
+    </testsuite>
+    <testsuite name="broken.py" tests="1" failures="1" errors="0">
+        <testcase name="org.amplint.E999" classname="broken.py" file="broken.py" line="3" column="1">
+            <failure message="SyntaxError: invalid syntax" type="E999">line 3, col 1, SyntaxError: invalid syntax</failure>
+        </testcase>
+    </testsuite>
+</testsuites>
+"""
+JUNIT_EMPTY = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="amplint" tests="1" failures="0" errors="0">
+    <testsuite name="amplint" tests="1" failures="0" errors="0">
+        <testcase name="No errors found" classname="amplint" />
+    </testsuite>
+</testsuites>
+"""
+
+
+def test_junit_exact_text(msgs):
+    assert formatter("junit")(msgs, Summary()) == JUNIT
+    assert formatter("junit")([], Summary()) == JUNIT_EMPTY
+
+
+def test_sarif_log_and_rule_metadata(msgs, tmp_path):
+    from amplint import __version__
+    from amplint.docs import rule_json
+
+    text = formatter("sarif")(msgs, Summary())
+    assert text.startswith('{\n  "$schema": ') and text.endswith("\n}\n")
+    log = json.loads(text)
+    assert list(log) == ["$schema", "version", "runs"]
+    assert log["$schema"] == "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+    assert log["version"] == "2.1.0"
+    (run,) = log["runs"]
+    assert run["columnKind"] == "unicodeCodePoints"
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": "file://" + str(tmp_path).rstrip("/") + "/"}}
+    driver = run["tool"]["driver"]
+    assert {k: v for k, v in driver.items() if k != "rules"} == {
+        "name": "amplint", "version": __version__, "semanticVersion": __version__,
+        "informationUri": "https://github.com/amplint/amplint"}
+    for r in driver["rules"]:
+        rule = ALL_RULES[r["id"]]
+        info = rule_json(rule)
+        assert r["shortDescription"] == {"text": info["summary"].replace("`", "")}
+        assert r["help"]["text"] == info["explanation"]
+        assert r["help"]["markdown"] == f"# {rule.name} ({rule.code})\n\n{info['fix']}\n\n{info['explanation']}"
+        assert r["properties"] == {"tags": ["pytorch", "amp", "mixed-precision"], "fix_availability": rule.fix_availability,
+                                   "state": info["state"], "precision": "high", "problem.severity": "error"}
+        assert "`" not in r["fullDescription"]["text"] and "##" not in r["fullDescription"]["text"]
+    amp001 = driver["rules"][0]
+    assert amp001["fullDescription"]["text"] == (
+        "Checks for a GradScaler.step(optimizer) that is reached in a training iteration with no later "
+        "GradScaler.update() for the same scaler.")
+
+
+def test_sarif_fix_regions_and_notebook_cells(tmp_path, monkeypatch):
+    from amplint.report.sarif import _first_section, _region
+
+    assert _region(3, 0, 3, 0) == {"startLine": 3, "startColumn": 1}
+    assert _region(0, -1, 0, -1) == {"startLine": 1, "startColumn": 1}
+    assert _region(3, 4, 5, 2) == {"startLine": 3, "startColumn": 5, "endLine": 5, "endColumn": 3}
+    assert _region(3, 4, 2, 9) == {"startLine": 3, "startColumn": 5}  # an end before the start is dropped
+    assert _first_section("## What it does\nChecks `x`\n  and y.\n\n## Why is this bad?\nz") == "Checks x and y."
+    assert _first_section("no sections") == "no sections"
+    monkeypatch.chdir(tmp_path)
+    fix = Fix("unsafe", "Use one scaler", ())
+    edits = [{"content": "", "location": {"row": 4, "column": 1}, "end_location": {"row": 5, "column": 1}}]
+    cell = Message("n.ipynb", "AMP003", "m", 2, 0, 2, 5, fix, edits=edits, cell=2)
+    plain = Message("t.py", "AMP003", "m", 4, 0, 4, 5, fix, edits=edits)
+    no_edits = Message("t.py", "AMP003", "m", 4, 0, 4, 5, fix)
+    results = json.loads(formatter("sarif")([cell, plain, no_edits], Summary()))["runs"][0]["results"]
+    assert "fixes" not in results[0] and results[0]["properties"] == {"cell": 2, "fix_applicability": "unsafe"}
+    (change,) = results[1]["fixes"][0]["artifactChanges"]
+    assert change["replacements"] == [{"deletedRegion": {"startLine": 4, "startColumn": 1, "endLine": 5, "endColumn": 1}}]
+    assert results[1]["fixes"][0]["description"]["text"] == "Use one scaler (unsafe fix)"
+    assert "fixes" not in results[2]
+    # a path outside the working directory: an absolute file URI, no base id
+    (outside,) = json.loads(formatter("sarif")([Message("/elsewhere/a b.py", "AMP001", "m", 1, 0, 1, 1)], Summary()))["runs"][0]["results"]
+    assert outside["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "file:///elsewhere/a%20b.py"}
+
+
+def test_paths_relative_and_artifact_uri(tmp_path, monkeypatch):
+    from amplint.report.paths import artifact_uri, relative
+
+    monkeypatch.chdir(tmp_path)
+    assert relative(str(tmp_path / "pkg" / "a.py")) == "pkg/a.py"
+    assert relative("pkg/a.py") == "pkg/a.py"
+    assert relative("/elsewhere/a.py") == "/elsewhere/a.py"
+    assert artifact_uri("./pkg/a b.py") == ("pkg/a%20b.py", "%SRCROOT%")
+    assert artifact_uri(str(tmp_path / "x.py")) == ("x.py", "%SRCROOT%")
+    assert artifact_uri("/elsewhere/x.py") == ("file:///elsewhere/x.py", None)
+
+
+def test_emit_to_a_file_stdout_and_a_closed_pipe(tmp_path, capsys, monkeypatch):
+    from amplint.report import emit
+
+    out = tmp_path / "deep" / "report.txt"
+    emit("caf\u00e9 \udcff\n", str(out))  # a surrogate from an undecodable file name is escaped
+    assert out.read_bytes() == "caf\u00e9 \\udcff\n".encode("utf-8")
+    emit("to stdout\n", None)
+    assert capsys.readouterr().out == "to stdout\n"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        emit("x", str(tmp_path / "file" / "report.txt"))  # a file where a directory should be
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write the report to {tmp_path / 'file' / 'report.txt'}: ") and len(err.strip()) > 60
+
+    sink = tmp_path / "sink"
+    fd = os.open(sink, os.O_WRONLY | os.O_CREAT)
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return fd
+
+    monkeypatch.setattr("sys.stdout", ClosedPipe())
+    emit("lost\n", None)  # no exception: the reader left
+    os.write(fd, b"after")  # the descriptor now points at /dev/null
+    os.close(fd)
+    assert sink.read_bytes() == b""
