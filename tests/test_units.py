@@ -268,6 +268,9 @@ def test_full_shows_source_caret_and_help(msgs, tmp_path):
     # the caret spans the finding only; trailing blanks and a final X of the line are kept
     m = Message("a.py", "AMP001", "m", 3, 4, 3, 8, source_line="    step(MAX)  \r\n")
     assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2:4] == ["3 |     step(MAX)  ", "  |     ^^^^ AMP001"]
+    for line in ("    step(MAX)\n", "\tstep(MAX)\r\n"):  # a final X of the line is kept
+        m = Message("a.py", "AMP001", "m", 3, 1, 3, 5, source_line=line)
+        assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2] == "3 | " + line.rstrip("\r\n")
     # a line with a tab is shown as it is (the caret counts characters)
     m = Message("a.py", "AMP001", "m", 3, 1, 3, 5, source_line="\tstep(MAX)  \r\n")
     assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2:4] == ["3 | \tstep(MAX)  ", "  |  ^^^^ AMP001"]
@@ -391,6 +394,7 @@ def test_sarif_levels_rules_regions_and_fixes(msgs):
         assert r["name"] == rule.name and r["helpUri"] == rule.url
     results = run["results"]
     assert [(r["ruleId"], r["level"]) for r in results] == [("AMP001", "error"), ("AMP004", "error"), ("E999", "error")]
+    assert [r["message"] for r in results] == [{"text": m.message} for m in msgs]
     assert [r.get("ruleIndex") for r in results] == [list(ALL_RULES).index("AMP001"), list(ALL_RULES).index("AMP004"), None]
     loc = results[0]["locations"][0]["physicalLocation"]
     assert loc["artifactLocation"] == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
@@ -403,6 +407,7 @@ def test_sarif_levels_rules_regions_and_fixes(msgs):
     (fix,) = results[0]["fixes"]
     assert fix["description"]["text"] == "Insert `scaler.update()` after `scaler.step(...)` (safe fix)"
     (change,) = fix["artifactChanges"]
+    assert change["artifactLocation"] == {"uri": "train.py", "uriBaseId": "%SRCROOT%"}
     assert change["replacements"] == [{"deletedRegion": {"startLine": 9, "startColumn": 1, "endLine": 9, "endColumn": 1},
                                        "insertedContent": {"text": "    scaler.update()\n"}}]
 
@@ -479,6 +484,7 @@ def test_sarif_fix_regions_and_notebook_cells(tmp_path, monkeypatch):
     assert _region(0, -1, 0, -1) == {"startLine": 1, "startColumn": 1}
     assert _region(3, 4, 5, 2) == {"startLine": 3, "startColumn": 5, "endLine": 5, "endColumn": 3}
     assert _region(3, 4, 2, 9) == {"startLine": 3, "startColumn": 5}  # an end before the start is dropped
+    assert _region(2, 4, 4, 0) == {"startLine": 2, "startColumn": 5, "endLine": 4, "endColumn": 1}
     assert _first_section("## What it does\nChecks `x`\n  and y.\n\n## Why is this bad?\nz") == "Checks x and y."
     assert _first_section("no sections") == "no sections"
     monkeypatch.chdir(tmp_path)
@@ -487,6 +493,8 @@ def test_sarif_fix_regions_and_notebook_cells(tmp_path, monkeypatch):
     cell = Message("n.ipynb", "AMP003", "m", 2, 0, 2, 5, fix, edits=edits, cell=2)
     plain = Message("t.py", "AMP003", "m", 4, 0, 4, 5, fix, edits=edits)
     no_edits = Message("t.py", "AMP003", "m", 4, 0, 4, 5, fix)
+    unnamed = Message("t.py", "E902", "m", 1, 0, 1, 0, is_error=True)
+    assert json.loads(formatter("sarif")([unnamed], Summary()))["runs"][0]["results"][0]["properties"] == {"kind": "error"}
     results = json.loads(formatter("sarif")([cell, plain, no_edits], Summary()))["runs"][0]["results"]
     assert "fixes" not in results[0] and results[0]["properties"] == {"cell": 2, "fix_applicability": "unsafe"}
     (change,) = results[1]["fixes"][0]["artifactChanges"]
@@ -523,7 +531,9 @@ def test_emit_to_a_file_stdout_and_a_closed_pipe(tmp_path, capsys, monkeypatch):
         emit("x", str(tmp_path / "file" / "report.txt"))  # a file where a directory should be
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot write the report to {tmp_path / 'file' / 'report.txt'}: ") and len(err.strip()) > 60
+    assert err == f"error: cannot write the report to {tmp_path / 'file' / 'report.txt'}: File exists\n"  # makedirs on the file
+    emit("again\n", str(tmp_path / "deep" / "second.txt"))  # into a directory that exists
+    assert (tmp_path / "deep" / "second.txt").read_text() == "again\n"
 
     sink = tmp_path / "sink"
     fd = os.open(sink, os.O_WRONLY | os.O_CREAT)
