@@ -52,6 +52,9 @@ def test_amp008_a_helper_that_updates_between_is_seen():
 
 def test_amp102_hasattr_guard_covers_its_own_attribute_only():
     assert found("AMP102", H + "if hasattr(scaler, 'check_overflow'):\n    scaler.check_overflow()\n") == []
+    # a guarded use does not hide a later unguarded one
+    assert [row for row, _ in found("AMP102", H + "if hasattr(scaler, 'check_overflow'):\n    scaler.check_overflow()\n"
+                                    "scaler.frobnicate()\n")] == [5]
     got = found("AMP102", H + "if hasattr(scaler, 'x'):\n    scaler.check_overflow()\nscaler.frobnicate()\n")
     assert [row for row, _ in got] == [4, 5]
 
@@ -70,6 +73,8 @@ def test_amp102_hint_only_for_overflow_and_scale_attributes():
 def test_amp104_decorators_and_the_module_called_directly():
     assert found("AMP104", "from apex import amp\n\n@amp.half_function\ndef f(x):\n    return x\n") == [
         (3, "`amp.half_function` is NVIDIA apex's deprecated AMP API; use native `torch.autocast` and `torch.amp.GradScaler`")]
+    # other calls before it are passed over, not the end of the search
+    assert [row for row, _ in found("AMP104", "import torch\nimport apex\ntorch.zeros(1)\nprint(2)\napex.amp.initialize(m, o)\n")] == [5]
     assert [m for _, m in found("AMP104", "import apex\napex.amp(m)\n")] == [
         "`amp` is NVIDIA apex's deprecated AMP API; use native `torch.autocast` and `torch.amp.GradScaler`"]
 

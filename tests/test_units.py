@@ -268,7 +268,7 @@ def test_full_shows_source_caret_and_help(msgs, tmp_path):
     # the caret spans the finding only; trailing blanks and a final X of the line are kept
     m = Message("a.py", "AMP001", "m", 3, 4, 3, 8, source_line="    step(MAX)  \r\n")
     assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2:4] == ["3 |     step(MAX)  ", "  |     ^^^^ AMP001"]
-    for line in ("    step(MAX)\n", "\tstep(MAX)\r\n"):  # a final X of the line is kept
+    for line in ("    y = MAX\n", "\ty = MAX\r\n"):  # a final X of the line is kept
         m = Message("a.py", "AMP001", "m", 3, 1, 3, 5, source_line=line)
         assert formatter("full")([m], Summary(), show_summary=False).splitlines()[2] == "3 | " + line.rstrip("\r\n")
     # a line with a tab is shown as it is (the caret counts characters)
@@ -504,6 +504,17 @@ def test_sarif_fix_regions_and_notebook_cells(tmp_path, monkeypatch):
     # a path outside the working directory: an absolute file URI, no base id
     (outside,) = json.loads(formatter("sarif")([Message("/elsewhere/a b.py", "AMP001", "m", 1, 0, 1, 1)], Summary()))["runs"][0]["results"]
     assert outside["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "file:///elsewhere/a%20b.py"}
+
+
+@pytest.mark.parametrize("dirname", ["endsX", "ends "])
+def test_sarif_base_uri_keeps_the_directory_name(tmp_path, monkeypatch, dirname):
+    d = tmp_path / dirname
+    d.mkdir()
+    monkeypatch.chdir(d)
+    log = json.loads(formatter("sarif")([], Summary()))
+    from urllib.parse import quote
+
+    assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == "file://" + quote(str(d)) + "/"
 
 
 def test_paths_relative_and_artifact_uri(tmp_path, monkeypatch):
