@@ -34,6 +34,15 @@ NO_LOOP = {
     "amp201_fp16_autocast_without_scaler/after.py",
     "amp202_half_model_with_scaler/before.py",  # `fit` builds its model, optimizer and scaler
     "amp301_checkpoint_missing_scaler_state/before.py",  # checkpoint helpers, no training loop
+    # framework code (accelerate / Lightning run the loop; neither is installed for the tests)
+    "amp401_accelerate_clip_scaled_grads/before.py",
+    "amp401_accelerate_clip_scaled_grads/after.py",
+    "amp402_accelerate_unscale_per_micro_batch/before.py",
+    "amp402_accelerate_unscale_per_micro_batch/after.py",
+    "amp403_fp16_weights_under_framework_amp/before.py",
+    "amp404_double_loss_scaling/before.py",
+    "amp405_lightning_manual_backward/before.py",
+    "amp405_lightning_manual_backward/after.py",
 }
 # Fixture files that import a package this environment does not have.
 NEEDS = {"amp104_apex_amp/before.py": "apex"}
@@ -41,11 +50,16 @@ NEEDS = {"amp104_apex_amp/before.py": "apex"}
 CAUGHT_BY = {
     "amp008_repeated_unscale_or_step": ("1_finishes", "unscale_() has already been called on this optimizer since the last update()"),
     "amp102_unknown_grad_scaler_attribute": ("1_finishes", "'GradScaler' object has no attribute 'check_overflow'"),
+    "amp010_step_closure_with_scaler": ("1_finishes", "Closure use is not currently supported if GradScaler is enabled."),
+    "amp012_jump_between_step_and_update": ("1_finishes", "step() has already been called since the last update()"),
 }
 RUNS_CORRECTLY = {
     # AMP203 is an info rule: a GradScaler under bfloat16 autocast is unnecessary, not wrong.
     "amp203_scaler_with_bfloat16": "AMP203 (info): the loop runs correctly; no harness check and no sanitizer "
     "check catches an unneeded scaler, so fixtures/README.md's 'every before.py fails a named check' does not hold",
+    # AMP302: the loop builds a new scaler every epoch; the harness watches the scaler it passes in
+    "amp302_scaler_state_discarded": "AMP302: the loop runs; its own per-epoch scaler is invisible to the harness "
+    "(measured instead: 31 of 200 steps skipped vs 7 with one scaler for the run)",
 }
 
 
@@ -124,10 +138,23 @@ def test_every_rule_fixture_is_run_or_listed():
     assert {os.path.basename(d) for d in _BEFORE_ONLY} <= named
 
 
+# after.py loops that cannot match the harness's reference by design: only 1_finishes and 2 apply,
+# and their own reference is checked elsewhere
+AFTER_DIFFERS = {
+    "amp011_update_without_step": "the loop steps only after a warm-up, so steps 0-4 never update the "
+    "weights; tests/runtime/test_new_rules_runtime.py checks the fix against a warm-up reference",
+}
+
+
 @pytest.mark.parametrize("fixture", _DIRS, ids=[os.path.basename(d) for d in _DIRS])
 def test_fixture_after_passes_and_before_is_caught(fixture, record_property):
     after = os.path.join(fixture, "after.py")
-    if has_loops(after):
+    if has_loops(after) and os.path.basename(fixture) in AFTER_DIFFERS:
+        problems = "\n".join(check_after(after))
+        for line in problems.splitlines():
+            if line.strip().startswith(("1_finishes", "2_loss_vs_fp32", "2b_learned")):
+                assert " pass " in line, problems
+    elif has_loops(after):
         problems = check_after(after)
         assert not problems, "\n".join(problems)
     before = os.path.join(fixture, "before.py")
