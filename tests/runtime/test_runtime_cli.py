@@ -134,12 +134,20 @@ def test_verify_rows_table_and_exit_codes(tmp_path):
     rows, code = verify.verify([good, bad], device="cpu", dtype="bfloat16")
     assert code == 1
     table = verify.format_table(rows)
-    header = table.splitlines()[0].split()
+    lines = table.splitlines()
+    # first how each function was called, then the table
+    assert lines[0].endswith("good.py:train_step (called once per harness batch)")
+    assert "  batch       <- one harness batch (x, y) per call" in lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("loop "))
+    header = lines[at].split()
     assert header[:3] == ["loop", "device", "dtype"] and "4_growth" in header
-    bad_line = next(line for line in table.splitlines() if line.split()[0].endswith("bad.py:train_loop"))
+    bad_line = next(line for line in lines[at:] if line.split() and line.split()[0].endswith("bad.py:train_loop"))
     assert "FAIL rel=" in bad_line and "AMP006" in bad_line and "bfloat16" in bad_line
     assert f"{bad}:10: AMP006" in table
-    assert json.dumps([r.as_dict() for r in rows])
+    assert "bad.py:train_loop: 2_loss_vs_fp32: amp=" in table and "first divergence at optimizer step 0" in table
+    data = json.loads(json.dumps([r.as_dict() for r in rows]))
+    assert data[1]["mapping"][1] == {"where": "param", "name": "batch", "role": "batch", "source": "role",
+                                     "value": "one harness batch (x, y) per call"}
 
 
 def test_verify_file_without_loops_or_broken(tmp_path):
@@ -148,7 +156,9 @@ def test_verify_file_without_loops_or_broken(tmp_path):
     broken.write_text("import does_not_exist_amplint\n")
     rows, code = verify.verify([empty, broken], device="cpu")
     assert code == 1
-    assert "no train_step/train_loop" in rows[1].error and "ModuleNotFoundError" in rows[2].error
+    assert rows[1].error.startswith("no training function found")
+    assert rows[2].error == ("import failed: line 1 (import does_not_exist_amplint) raised "
+                             "ModuleNotFoundError: No module named 'does_not_exist_amplint'")
 
 
 def test_verify_device_and_plot_errors(tmp_path):
@@ -156,10 +166,14 @@ def test_verify_device_and_plot_errors(tmp_path):
         with pytest.raises(verify.DeviceUnavailable):
             verify.verify([], device="cuda")
         assert issubclass(verify.DeviceUnavailable, RuntimeError)
+    with pytest.raises(verify.PlotUnavailable, match=r"unknown image format '\.xyz'"):
+        verify.verify([], device="cpu", plot=str(tmp_path / "out.xyz"))
+    with pytest.raises(verify.PlotUnavailable, match="does not exist"):
+        verify.verify([], device="cpu", plot=str(tmp_path / "missing" / "out.png"))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        with pytest.raises(verify.PlotUnavailable, match="matplotlib"):
+        with pytest.raises(verify.PlotUnavailable, match=r"pip install 'amplint\[plot\]'"):
             verify.verify([], device="cpu", plot=str(tmp_path / "out.png"))
     else:
         rows, code = verify.verify([], device="cpu", plot=str(tmp_path / "out.png"))
@@ -172,10 +186,54 @@ def test_click_verify_command(tmp_path):
     runner = click_testing.CliRunner()
     r = runner.invoke(verify_command, [str(good), "--device", "cpu", "--dtype", "bfloat16"])
     assert r.exit_code == 0, r.output
-    assert "good.py:train_step" in r.output and "bfloat16" in r.output
+    assert "good.py:train_step" in r.stdout and "bfloat16" in r.stdout
     if not torch.cuda.is_available():
         r = runner.invoke(verify_command, ["--device", "cuda"])
         assert r.exit_code == 2 and "CUDA is not available" in r.output
+
+
+@pytest.mark.parametrize("plot, message", [
+    ("missing/out.png", "does not exist"),
+    ("out.xyz", "unknown image format '.xyz'"),
+    ("out.png", "pip install 'amplint[plot]'"),
+])
+def test_click_verify_plot_errors_are_one_line_usage_errors(tmp_path, plot, message):
+    if plot == "out.png":
+        pytest.importorskip("torch")
+        try:
+            import matplotlib  # noqa: F401
+            pytest.skip("matplotlib is installed")
+        except ImportError:
+            pass
+    good = tmp_path / "good.py"
+    good.write_text(GOOD)
+    r = click_testing.CliRunner().invoke(verify_command, [str(good), "--device", "cpu",
+                                                          "--plot", str(tmp_path / plot)])
+    assert r.exit_code == 2
+    assert r.stdout == "" and len(r.stderr.splitlines()) == 1 and message in r.stderr, r.stderr
+
+
+def test_click_verify_output_file_and_bad_arg(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(GOOD)
+    out = tmp_path / "table.txt"
+    runner = click_testing.CliRunner()
+    r = runner.invoke(verify_command, [str(good), "--device", "cpu", "-o", str(out)])
+    assert r.exit_code == 0 and r.stdout == ""
+    assert "good.py:train_step" in out.read_text()
+    r = runner.invoke(verify_command, [str(good), "--device", "cpu", "--arg", "nope"])
+    assert r.exit_code == 2 and "expected NAME=VALUE" in r.output
+    r = runner.invoke(verify_command, [str(good), "--device", "cpu", "--arg", "nope=1"])
+    assert r.exit_code == 2 and "--arg nope: no parameter" in r.stderr
+    r = runner.invoke(verify_command, [str(good), "--device", "cpu", "--function", "fit"])
+    assert r.exit_code == 2 and "no function or method named 'fit'" in r.stderr
+
+
+def test_help_texts_name_the_exit_codes():
+    runner = click_testing.CliRunner()
+    v = runner.invoke(verify_command, ["--help"]).output
+    assert "Exit status:" in v and "usage error" in v
+    assert "1  a check failed" in v and "never a top-level" in v
 
 
 def test_click_trace_command(tmp_path):

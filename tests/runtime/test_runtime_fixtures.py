@@ -1,10 +1,13 @@
 """Runtime check of the rule fixtures: fixtures/<CODE>/after.py must pass, before.py must not.
 
-For every ``fixtures/*/after.py`` each loop found by ``load_loops`` must pass ``check_all``
-and match the reference loop (``compare_to_reference``). Each ``before.py`` sibling that holds
-a loop must fail at least one harness check or produce at least one sanitizer violation; the
-test reports which (``-rA`` / ``-s`` shows it, and it is attached as a user property).
-Skipped cleanly while no fixture exists.
+For every ``fixtures/*/after.py`` each function ``amplint verify`` would run (``load_loops``:
+definitions only, parameters mapped by role) must pass ``check_all`` and match the reference
+loop configured like it (``compare_to_reference``). Each ``before.py`` sibling that holds a loop
+must fail at least one harness check or produce at least one sanitizer violation, except for
+the rules a run cannot see (a deprecated but working API, a bf16 scaler that is merely
+unneeded, a checkpoint without scaler state): there the loop must pass, which documents that
+only the static check finds them. The test reports what it saw (``-rA`` / ``-s`` shows it, and
+it is attached as a user property). Skipped cleanly while no fixture exists.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ def check_before(path: str) -> list[tuple[str, list[str], list[str]]]:
 
 
 _DIRS = fixture_dirs()
+# correct at run time; only the static rule sees the problem
+RUNTIME_INVISIBLE = {"amp101_deprecated_amp_api", "amp203_scaler_with_bfloat16",
+                     "amp301_checkpoint_missing_scaler_state"}
 
 
 @pytest.mark.skipif(not _DIRS, reason="no fixtures/*/after.py yet")
@@ -68,7 +74,10 @@ def test_fixture_after_passes_and_before_is_caught(fixture, record_property):
     for name, failed, violations in results:
         summary.append(f"{os.path.basename(fixture)}/{name}: failed checks={failed or 'none'}; "
                        f"sanitizer={violations or 'none'}")
-        assert failed or violations, f"{before}: loop {name} passes every check and the sanitizer is silent"
+        if os.path.basename(fixture) in RUNTIME_INVISIBLE:
+            assert not failed and not violations, (before, failed, violations)
+        else:
+            assert failed or violations, f"{before}: loop {name} passes every check and the sanitizer is silent"
     record_property("before_result", "\n".join(summary))
     print("\n".join(summary))
 
