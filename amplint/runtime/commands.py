@@ -114,14 +114,56 @@ def verify_command(files: tuple[str, ...], function: str | None, args: tuple[str
     sys.exit(code)
 
 
-@click.command("trace", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--json", "as_json", is_flag=True, help="Print the violations as JSON.")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def trace_command(command: tuple[str, ...], as_json: bool) -> None:
-    """Run a training script under the AMP sanitizer: amplint trace -- python train.py ARGS
-    (or amplint trace -- train.py ARGS). Prints path:line: AMPxxx message for each misuse;
-    exit 1 when any, else the script's exit status."""
-    _require_torch("trace")
-    from amplint.runtime.trace import main
+TRACE_HELP = """Run COMMAND under the AMP sanitizer and report misuse from the running program.
 
-    sys.exit(main((["--json"] if as_json else []) + ["--", *command]))
+\b
+  amplint trace -- python train.py --epochs 1
+  amplint trace -- train.py                       (this interpreter)
+  amplint trace -- python -u -X dev train.py      (interpreter options pass through)
+  amplint trace -- /usr/bin/env python train.py
+  amplint trace -- torchrun --nproc-per-node 2 train.py
+  amplint trace -- python -m torch.distributed.run --nproc-per-node 2 train.py
+  amplint trace -- accelerate launch train.py
+
+\b
+Every Python process the command starts (launcher workers, multiprocessing
+children) is traced from the moment it imports torch, through a start-up
+hook on PYTHONPATH. Findings print on stdout as `path:line: AMPxxx message`,
+merged across processes with a count and the ranks. A summary always ends
+the run on stderr: processes, each GradScaler (device, enabled or why not),
+iterations, scaler steps, autocast regions, findings; it says so when nothing
+was checked (e.g. "the GradScaler is disabled: CUDA is not available").
+
+\b
+Exit status:
+  1  an AMP misuse was found, or nothing was checked and
+     --fail-if-unchecked was given
+  2  usage error (no command, no such file, command not found,
+     python -I/-E/-S, no torch)
+  otherwise the program's own exit status (0 when it succeeded)
+"""
+
+
+@click.command("trace", help=TRACE_HELP,
+               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (violations, processes, checked) on stdout; the program's "
+                   "own stdout then goes to stderr.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the findings (text or JSON) to this file instead of stdout.")
+@click.option("--fail-if-unchecked", is_flag=True,
+              help="Exit 1 when nothing was checked (every GradScaler disabled, no AMP at all): for CI.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def trace_command(command: tuple[str, ...], as_json: bool, output_file: str | None,
+                  fail_if_unchecked: bool) -> None:
+    from amplint.runtime.trace import CommandError, main, resolve_command
+
+    try:
+        resolved = resolve_command(command)
+    except CommandError:
+        resolved = []  # main() reports it
+    if resolved and resolved[0] == sys.executable:
+        _require_torch("trace")
+    opts = (["--json"] if as_json else []) + (["-o", output_file] if output_file else []) + (
+        ["--fail-if-unchecked"] if fail_if_unchecked else [])
+    sys.exit(main([*opts, "--", *command]))

@@ -204,10 +204,10 @@ class Plan:
         self.n_optimizers = 1
         self.namespace: dict[str, Any] = {}
         self.target: Any = None  # function or class
-        self.guards: list[tuple[int, str]] = []
-        for line, g in func.guards:  # a step and an update under one guard: show it once
-            if g not in [t for _, t in self.guards]:
-                self.guards.append((line, g))
+        self.guards: list[tuple[int, str, str]] = []
+        for line, g, kind in func.guards:  # a step and an update under one guard: show it once
+            if g not in [t for _, t, _ in self.guards]:
+                self.guards.append((line, g, kind))
 
     @property
     def ok(self) -> bool:
@@ -227,8 +227,9 @@ class Plan:
             arrow = arrow.rstrip()
             why = {"role": "", "default": "  (its default)", "--arg": "  (--arg)", "init": "  (set by __init__)"}[s.source]
             lines.append(f"  {s.label.ljust(width)} {arrow} {s.describe}{why}")
-        for line, g in self.guards[:2]:
-            lines.append(f"  accumulation guard (line {line}): {g}")
+        for line, g, kind in self.guards[:2]:
+            what = {"opt_step": "optimizer.step"}.get(kind, f"scaler.{kind}")
+            lines.append(f"  guard: {what} (line {line}) runs only when {g}")
         return lines
 
     # -- calling

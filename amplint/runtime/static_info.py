@@ -70,7 +70,7 @@ class FuncInfo:
         self.uses: dict[str, set[str]] = {}  # param / "self.attr" / global name -> use tags
         self.attrs_read: set[str] = set()  # self.<attr> read or called (not assigned only)
         self.globals_read: set[str] = set()
-        self.guards: list[tuple[int, str]] = []  # (line, guard text) of step/update events
+        self.guards: list[tuple[int, str, str]] = []  # (line, guard text, event kind) of step/update events
 
     @property
     def call_params(self) -> list[ParamInfo]:
@@ -457,7 +457,7 @@ def analyse(source: str, tree: ast.Module | None = None) -> FileInfo:
             target.events.append(ev)
             if e.kind in ("step", "update", "opt_step"):
                 for g in ev.guards:
-                    target.guards.append((ev.line, g))
+                    target.guards.append((ev.line, g, e.kind))
             # the model's knowledge of scalers and optimizers becomes use tags
             if e.kind in ("scale", "step", "update", "unscale") and sname:
                 key = sname if swhere != "attr" else f"self.{sname}"
@@ -468,7 +468,7 @@ def analyse(source: str, tree: ast.Module | None = None) -> FileInfo:
                     text = "self." + text[len(target.self_name) + 1:]
                 target.uses.setdefault(text, set()).add("optimizer")
     for f in info.funcs.values():
-        for _line, g in f.guards:
+        for _line, g, _kind in f.guards:
             try:
                 expr = ast.parse(g, mode="eval")
             except SyntaxError:
