@@ -48,6 +48,7 @@ there.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import math
 import os
@@ -295,7 +296,14 @@ def loss_fn(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def eval_fp32(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    return float(torch.nn.functional.mse_loss(model(x).float(), y.float()))
+    """The mse of ``model`` on (x, y) in fp32, outside autocast (a copy is cast to fp32 when the
+    loop turned the model's parameters into fp16/bf16, e.g. with ``model.half()``)."""
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        model = copy.deepcopy(model).float()
+    try:
+        return float(torch.nn.functional.mse_loss(model(x.float()).float(), y.float()))
+    except Exception:  # the loop left the model unusable: report it as not finite
+        return math.nan
 
 
 def _snapshot(model: torch.nn.Module) -> list[torch.Tensor]:

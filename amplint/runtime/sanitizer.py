@@ -759,27 +759,37 @@ def sanitize(*, raise_on_violation: bool = False, report: bool = True, stream: A
         yield san
 
 
-def measure_overhead(steps: int = 200, *, dtype: str = "float16", repeats: int = 3) -> dict[str, float]:
-    """Time ``steps`` canonical AMP steps on the harness problem (CPU, 1 thread) plain and traced.
+def measure_overhead(steps: int = 200, *, dtype: str = "float16", repeats: int = 3,
+                     device: str = "cpu") -> dict[str, float]:
+    """Time ``steps`` canonical AMP steps on the harness problem plain and traced.
 
-    Returns ``{"plain_s", "traced_s", "ratio"}`` (best of ``repeats`` for each).
+    On CPU torch is pinned to 1 thread; on CUDA each timing is bracketed by
+    ``torch.cuda.synchronize()``. Returns ``{"plain_s", "traced_s", "ratio"}`` (best of
+    ``repeats`` for each).
     """
     from amplint.runtime import harness, reference
 
     dt = harness.resolve_dtype(dtype)
+    dev = harness.resolve_device(device)
+
+    def sync() -> None:
+        if dev == "cuda":
+            torch.cuda.synchronize()
 
     def once(traced: bool) -> float:
-        x, y = harness.make_data(0, "cpu")
-        model, opt = harness.make_model(0, "cpu")
+        x, y = harness.make_data(0, dev)
+        model, opt = harness.make_model(0, dev)
         batches = harness.make_batches(x, y, steps)
-        scaler = torch.amp.GradScaler("cpu")
+        scaler = torch.amp.GradScaler(dev)
         ctx = sanitize(report=False) if traced else contextlib.nullcontext()
+        sync()
         t0 = time.perf_counter()
         with ctx:
-            reference.train_loop(model, batches, harness.loss_fn, opt, scaler, device_type="cpu", dtype=dt)
+            reference.train_loop(model, batches, harness.loss_fn, opt, scaler, device_type=dev, dtype=dt)
+        sync()
         return time.perf_counter() - t0
 
-    with harness.cpu_threads("cpu"):
+    with harness.cpu_threads(dev):
         once(False)
         once(True)  # warm-up
         plain = min(once(False) for _ in range(repeats))

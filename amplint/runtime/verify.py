@@ -76,13 +76,13 @@ def _run_one(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -
 
     report = harness.check_all(inv, device=device, dtype=dtype, name=name, compare=not is_reference)
     row = Row(name, report.device, report.dtype, report=report)
-    if report.config is not None:  # the dtype the loop actually ran with
-        row.dtype = harness.dtype_name(report.config.dtype) if report.config.dtype else "no autocast"
+    cfg = report.config
+    if cfg is not None and (cfg.dtype is not None or report.checks[0].passed):  # what the loop ran with
+        row.dtype = harness.dtype_name(cfg.dtype) if cfg.dtype else "no autocast"
     for c in report.checks:
         row.checks[c.name] = (c.passed, c.figure, c.detail)
     if not is_reference:
         row.reference = report.reference
-    cfg = report.config
     row.config = cfg.as_dict() if cfg else None
     row.notes = list(report.notes)
     san = Sanitizer(report=False)

@@ -288,3 +288,28 @@ def test_reference_passes_on_cuda(dtype):
     rep = harness.check_all(device="cuda", dtype=dtype)
     assert rep.ok, str(rep)
     assert harness.compare_to_reference(loops.good_loop, device="cuda", dtype=dtype)[0]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("n", [1, 2])
+def test_accumulation_and_translation_free_loops_on_cuda(n):
+    rep = harness.check_all(_accum_loop(n), device="cuda", compare=True)
+    assert rep.ok, str(rep)
+    assert rep.config.accum == n and rep.reference[0], rep.reference
+    assert not rep.notes  # nothing is moved between devices on a CUDA run
+
+
+def test_a_loop_that_halves_the_model_fails_without_crashing_the_harness():
+    def half_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+        model.half()
+        for x, y in batches:
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device_type, dtype=dtype):
+                loss = loss_fn(model(x.half()), y.half())
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    rep = harness.check_all(half_loop, device="cpu")
+    assert "ValueError: Attempting to unscale FP16 gradients." in rep.check("1_finishes").detail

@@ -154,3 +154,19 @@ def test_merge_and_unchecked_logic_on_synthetic_reports():
     bf16 = [{"device": "cpu", "dtype": "bfloat16", "enabled": True, "count": 3}]
     assert trace._unchecked_reason([rep(1, None, [], autocast=bf16, backward=3)]) is None  # a bf16 loop
     assert trace._unchecked_reason([]).startswith("no traced Python process used torch AMP")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_trace_on_cuda_reports_both_misuses_and_a_clean_run(capfd, monkeypatch):
+    path = script("cuda_train.py")
+    assert trace.main(["--", "python", path]) == 1
+    out, err = capfd.readouterr()
+    codes = sorted(ln.split()[1] for ln in out.splitlines() if " AMP0" in ln)
+    assert codes == ["AMP004", "AMP006"], out
+    assert "GradScaler torch.amp.GradScaler(device='cuda')" in err and ": enabled;" in err
+    monkeypatch.setenv("CLEAN", "1")
+    assert trace.main(["--fail-if-unchecked", "--", "python", path]) == 0
+    out, err = capfd.readouterr()
+    assert " AMP0" not in out and "20 iterations (scaler.update), 20 scaler.step" in err
+    assert err.rstrip().endswith("findings: none")

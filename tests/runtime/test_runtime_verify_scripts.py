@@ -178,3 +178,14 @@ def test_json_stdout_is_only_amplints_output_subprocess(tmp_path):
     assert rows[1]["config"]["clip"] == 1.0
     assert {"where": "global", "name": "CRITERION", "role": "loss_fn", "source": "role",
             "value": "mse_loss"} in rows[1]["mapping"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", ["accumulation.py", "class_trainer.py", "two_optimizers.py",
+                                  "argparse_train.py", "sibling_train.py"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_user_scripts_verify_clean_on_cuda(name, dtype):
+    rows, code = verify.verify([script(name)], device="cuda", dtype=dtype)
+    assert code == 0, verify.format_table(rows)
+    assert all(r.device == "cuda" and not r.notes for r in rows)
