@@ -199,6 +199,7 @@ class RunResult:
     opt_snaps: list[torch.Tensor] = field(default_factory=list)  # params after each optimizer.step()
     opt_batches: list[int] = field(default_factory=list)
     loss_calls: list[tuple[int, float]] = field(default_factory=list)  # (batch index, loss_fn value)
+    scaled_losses: list[tuple[int, float]] = field(default_factory=list)  # (batch index, what scale() got)
     error: str | None = None
     used_scaler: bool = False
     own_scaler: bool = False  # the scaler that drove the loop was built by the loop
@@ -541,6 +542,10 @@ def _observe(res: RunResult, env: Env, batch_index: Callable[[], int], *,
         def scale(self: Any, outputs: Any, *a: Any, **k: Any) -> Any:
             t = trace_of(self)
             t.n_scale += 1
+            if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
+                v = _as_float(outputs.detach())
+                if v is not None:
+                    res.scaled_losses.append((batch_index(), v))
             return orig(self, outputs, *a, **k)
         return scale
 
@@ -725,14 +730,20 @@ def run_loop(
         res.n_scale_calls, res.n_step_calls, res.n_update_calls = primary.n_scale, primary.n_step, primary.n_update
         res.scales, res.skipped, res.snaps = primary.scales, primary.skipped, primary.snaps
         res.update_batches = primary.update_batches
-    per_batch: dict[int, list[float]] = {}
-    for i, v in res.loss_calls:
-        per_batch.setdefault(i, []).append(v)
-    if returned and len(returned) == (len(batches) if inv.kind == "step" else len(returned)) and \
-            any(v is not None for v in returned):
+    def per_batch(pairs: list[tuple[int, float]]) -> list[float | None]:
+        by: dict[int, list[float]] = {}
+        for i, v in pairs:
+            by.setdefault(i, []).append(v)
+        return [sum(v) / len(v) for _, v in sorted(by.items())]
+
+    # the harness loss function's values per batch; else what the loop returned; else what it
+    # passed to scaler.scale() (a loss it computed itself, maybe divided by the accumulation)
+    if res.loss_calls:
+        res.losses = per_batch(res.loss_calls)
+    elif any(v is not None for v in returned):
         res.losses = returned
-    elif per_batch:
-        res.losses = [sum(v) / len(v) for _, v in sorted(per_batch.items())]
+    elif res.scaled_losses:
+        res.losses = per_batch(res.scaled_losses)
     else:
         res.losses = returned
     res.params = _snapshot(model)
@@ -809,7 +820,8 @@ def _checks_main(res: RunResult, base: RunResult) -> list[Check]:
     losses = [v for v in res.losses if v is not None]
     finite = all(math.isfinite(v) for v in losses) and res.params_finite and math.isfinite(res.final_eval)
     if not res.losses:
-        detail = "no losses observed (the loop neither used the harness loss function nor returned losses); "
+        detail = ("no losses observed (the loop used neither the harness loss function nor scaler.scale(), "
+                  "and returned none); ")
     elif len(losses) < len(res.losses):
         detail = f"{len(res.losses) - len(losses)} step(s) returned no loss; "
     else:
@@ -995,7 +1007,9 @@ def _compare_runs(a: RunResult, b: RunResult, exact: bool) -> tuple[bool, str]:
             diff = float((sa[i] - sb[i]).abs().max()) if sa[i].shape == sb[i].shape else math.nan
             parts = [f"first divergence at optimizer step {i} (batch {batch}"
                      + (f", reference batch {bb[i]}" if i < len(bb) and bb[i] != batch else "") + ")"]
-            parts.append(f"loss {loss_at(la, batch)} vs reference {loss_at(lb, bb[i] if i < len(bb) else batch)}")
+            rbatch = bb[i] if i < len(bb) else batch
+            if batch in la and rbatch in lb:  # the loop's own loss function is not observed
+                parts.append(f"loss {loss_at(la, batch)} vs reference {loss_at(lb, rbatch)}")
             if use_scaler:
                 parts.append(f"scale after the step {scale_a:g} vs {scale_b:g}")
                 skip_a = a.skipped[i] if i < len(a.skipped) else None

@@ -168,6 +168,7 @@ class Sanitizer:
         self._saved: list[tuple[Any, str, Any, bool]] = []
         self._hook_handle: Any = None
         self._active = False
+        self._warned: set[Any] = set()
         self._init_stats()
 
     def _init_stats(self) -> None:
@@ -661,8 +662,11 @@ class Sanitizer:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 orig(scaler, *a, **k)
-            for w in caught:
-                warnings.warn_explicit(w.message, w.category, loc[0], loc[1])
+            for w in caught:  # once per message and location, like Python's default action
+                key = (str(w.message), w.category, loc)
+                if key not in san._warned:
+                    san._warned.add(key)
+                    warnings.warn_explicit(w.message, w.category, loc[0], loc[1])
             requested = k.get("enabled", a[5] if len(a) > 5 else True)
             san._seen_info(scaler, requested=requested, loc=loc, created=True)
 

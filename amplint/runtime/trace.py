@@ -235,6 +235,17 @@ def merge_reports(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
+def _display(path: str | None) -> str | None:
+    """A path as the user would name it: relative to the working directory when inside it."""
+    if not path or path.startswith("<"):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return rel if not rel.startswith(os.pardir) else path
+
+
 def _violation_line(v: dict[str, Any], n_procs: int) -> str:
     extra = []
     if v["count"] > 1:
@@ -243,7 +254,8 @@ def _violation_line(v: dict[str, Any], n_procs: int) -> str:
         extra.append("rank" + ("s " if len(v["ranks"]) > 1 else " ") + ", ".join(map(str, sorted(v["ranks"]))))
     elif n_procs > 1:
         extra.append("pid" + ("s " if len(v["pids"]) > 1 else " ") + ", ".join(map(str, v["pids"])))
-    return f"{v['path']}:{v['line']}: {v['code']} {v['message']}" + (f" ({'; '.join(extra)})" if extra else "")
+    return f"{_display(v['path'])}:{v['line']}: {v['code']} {v['message']}" + (
+        f" ({'; '.join(extra)})" if extra else "")
 
 
 def _scaler_groups(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -304,7 +316,10 @@ def summary_lines(reports: list[dict[str, Any]], started: list[dict[str, Any]], 
     lines.append(f"amplint trace: {n} process{'es' if n != 1 else ''} traced" + (f": {procs}" if n else ""))
     for g in _scaler_groups(reports):
         state = "enabled" if g["enabled"] else f"DISABLED ({g['reason']})"
-        where = f" created at {g['created_at']}" if g["created_at"] else ""
+        where = ""
+        if g["created_at"]:
+            path, _, line = g["created_at"].rpartition(":")
+            where = f" created at {_display(path)}:{line}"
         counts = (f"{g['update']} iteration{'s' if g['update'] != 1 else ''} (scaler.update), "
                   f"{g['step']} scaler.step, {g['scale']} scaler.scale")
         if not g["enabled"]:

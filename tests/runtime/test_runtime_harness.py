@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -157,8 +159,9 @@ def test_cuda_hardcoded_loop_runs_on_cpu_with_a_note():
 def test_divergence_names_the_first_step_and_values():
     ok, detail = harness.compare_to_reference(loops.d_clip_before_unscale_loop, device="cpu")
     assert not ok
-    assert detail.startswith("first divergence at optimizer step 0 (batch 0), loss 0.68722 vs reference 0.68722")
-    assert "max |param - reference| 0.0183" in detail
+    # measured on this CPU: loss 0.68722 vs reference 0.68722, max |param - reference| 0.0183
+    assert re.match(r"first divergence at optimizer step 0 \(batch 0\), loss 0\.687\d* vs reference 0\.687\d*, "
+                    r"scale after the step 65536 vs 65536, max \|param - reference\| 0\.01\d*", detail), detail
     rep = harness.check_all(loops.d_clip_before_unscale_loop, device="cpu")
     assert "first divergence at optimizer step 0" in rep.check("2_loss_vs_fp32").detail
 

@@ -23,6 +23,11 @@ def script(name: str) -> str:
     return os.path.join(SCRIPTS, name)
 
 
+def shown(path: str) -> str:
+    """How trace prints a path: relative to the working directory when inside it."""
+    return trace._display(path)
+
+
 def line_of(path: str, tag: str) -> int:
     with open(path, encoding="utf-8") as fh:
         return next(i for i, text in enumerate(fh, 1) if f"# <{tag}>" in text)
@@ -43,7 +48,7 @@ def test_disabled_cuda_scaler_on_cpu_says_nothing_was_checked(tmp_path, capfd):
     assert trace.main(["--fail-if-unchecked", "--json", "-o", str(report), "--", "python", path]) == 1
     out, err = capfd.readouterr()
     assert out == "trained\n"
-    assert (f"GradScaler torch.cuda.amp.GradScaler(device='cuda') created at {path}:9: DISABLED "
+    assert (f"GradScaler torch.cuda.amp.GradScaler(device='cuda') created at {shown(path)}:9: DISABLED "
             f"(CUDA is not available); 0 iterations (scaler.update), 0 scaler.step, 3 scaler.scale "
             f"(not checked)") in err
     assert "autocast regions entered: 3 cuda float16 (disabled)" in err
@@ -64,7 +69,7 @@ def test_torchrun_two_gloo_workers_are_traced_and_merged(venv_path, capfd):
     out, err = capfd.readouterr()
     assert rc == 1, err
     findings = [ln for ln in out.splitlines() if " AMP0" in ln]
-    assert findings == [f"{path}:{line_of(path, 'clip')}: AMP006 gradient norm computed (clip_grad_norm_) on "
+    assert findings == [f"{shown(path)}:{line_of(path, 'clip')}: AMP006 gradient norm computed (clip_grad_norm_) on "
                         f"scaled gradients: they are still multiplied by the loss scale (scale 65536), so the "
                         f"norm is that many times too big and clipping over-clips; call "
                         f"scaler.unscale_(optimizer) first (x6; ranks 0, 1)"]
@@ -81,7 +86,7 @@ def test_python_m_torch_distributed_run(venv_path, capfd, monkeypatch):
                      path])
     out, err = capfd.readouterr()
     assert rc == 1, err
-    assert f"{path}:{line_of(path, 'clip')}: AMP006 " in out and out.rstrip().endswith("(rank 0)")
+    assert f"{shown(path)}:{line_of(path, 'clip')}: AMP006 " in out and out.rstrip().endswith("(rank 0)")
     assert "amplint trace: 1 process traced: rank 0 (pid " in err
 
 
@@ -93,7 +98,7 @@ def test_multiprocessing_spawn_and_fork_children(capfd):
     out, err = capfd.readouterr()
     assert rc == 1, err
     [finding] = [ln for ln in out.splitlines() if " AMP0" in ln]
-    assert finding.startswith(f"{path}:{line_of(path, 'bypass')}: AMP004 optimizer.step() called directly")
+    assert finding.startswith(f"{shown(path)}:{line_of(path, 'bypass')}: AMP004 optimizer.step() called directly")
     assert "(x4; pids " in finding  # 2 in the spawned child, 2 in the forked one
     assert "parent done, fork exit code 0" in out
     assert "amplint trace: 2 processes traced: pid " in err
