@@ -323,7 +323,6 @@ class Sanitizer:
         """AMP001: a new iteration started while the previous step was never followed by update()."""
         if st.stepped_opts and st.activity_since_step and not st.missing_update_reported:
             st.missing_update_reported = True
-            where = f"{st.last_step_loc[0]}:{st.last_step_loc[1]}" if st.last_step_loc else "?"
             here = "%s:%d" % _user_location()
             self._violate(
                 "AMP001",

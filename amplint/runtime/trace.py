@@ -121,6 +121,7 @@ def _check_python_args(args: Sequence[str]) -> None:
                 raise CommandError(f"amplint trace: python {why}, so the traced processes would not load "
                                    f"amplint's hook; drop {flag}")
         i += 2 if a in _PY_OPTS_WITH_ARG else 1
+    raise CommandError("amplint trace: give python a script or -m module (an interactive python is not traced)")
 
 
 def _which(name: str) -> str | None:

@@ -119,14 +119,10 @@ def test_resolve_command(tmp_path, monkeypatch):
             os.path.dirname(sys.executable), "torchrun")
 
 
-def test_trace_output_file(tmp_path, capfd):
+def test_trace_output_file_that_cannot_be_written(tmp_path, capsys):
     p = _script(tmp_path, "opt.step()")
-    out_file = tmp_path / "report.txt"
-    assert trace.main(["-o", str(out_file), "--", str(p), "1"]) == 1
-    out, err = capfd.readouterr()
-    assert out == "done ['1']\n"
-    assert out_file.read_text().startswith(f"{p}:16: AMP004 optimizer.step() called directly")
     assert trace.main(["-o", str(tmp_path / "no" / "dir.txt"), "--", str(p), "1"]) == 2
+    assert "amplint trace: cannot write" in capsys.readouterr().err
 
 
 def test_trace_as_module_subprocess(tmp_path):
@@ -285,12 +281,14 @@ def test_help_texts_name_the_exit_codes():
     assert "1  an AMP misuse was found" in t and "--fail-if-unchecked" in t and "torchrun" in t
 
 
-def test_click_trace_command(tmp_path, capfd):
+def test_click_trace_command_with_an_output_file(tmp_path, capfd):
     p = _script(tmp_path, "opt.step()")
-    r = click_testing.CliRunner().invoke(trace_command, ["--json", str(p), "1"])  # no `--`, no python
+    out_file = tmp_path / "report.txt"
+    r = click_testing.CliRunner().invoke(trace_command, ["-o", str(out_file), str(p), "1"])  # no `--`
     assert r.exit_code == 1, r.output
-    assert json.loads(r.stdout)["violations"][0]["code"] == "AMP004"
-    capfd.readouterr()
+    assert r.stdout == ""
+    assert out_file.read_text().startswith(f"{p}:16: AMP004 optimizer.step() called directly")
+    assert "done ['1']" in capfd.readouterr().out  # the program's own stdout is untouched
 
 
 def test_commands_without_torch(monkeypatch, tmp_path):
@@ -316,3 +314,8 @@ def test_static_core_does_not_import_the_runtime_or_torch():
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('amplint.runtime')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert r.stdout.strip() == "[]", r.stderr
+
+
+def test_trace_refuses_an_interactive_python(capsys):
+    assert trace.main(["--", "python", "-u"]) == 2
+    assert "give python a script or -m module" in capsys.readouterr().err
