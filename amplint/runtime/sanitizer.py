@@ -32,7 +32,11 @@ AMP009  ``optimizer.zero_grad()`` between the scaled backward and ``scaler.step`
 
 A backward counts as scaled when the root's ``grad_fn`` reaches a ``scale()`` output within
 4 graph hops (``scale(loss)/N`` and ``scale(l1) + scale(l2)`` count). Disabled scalers are
-ignored. Not thread-safe; ``torch.autograd.grad`` is not tracked.
+not checked (torch makes them pass-throughs), but they are counted: :meth:`Sanitizer.stats`
+lists every GradScaler seen (its device, whether it is enabled and, if not, why: "enabled=False
+was passed" or "CUDA is not available"), the calls made on each, the autocast regions entered,
+backward calls and optimizer steps, which is what ``amplint trace`` summarises. Not
+thread-safe; ``torch.autograd.grad`` is not tracked.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import contextlib
 import os
 import sys
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -69,6 +74,12 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _SKIP_PREFIXES = (_TORCH_DIR, _RUNTIME_DIR)
 _SKIP_FILES = {os.path.abspath(contextlib.__file__)}
+try:  # torch's deprecation wrappers (torch.cuda.amp.GradScaler()) live in typing_extensions
+    import typing_extensions as _te
+
+    _SKIP_FILES.add(os.path.abspath(_te.__file__))
+except ImportError:  # pragma: no cover
+    pass
 _GRAPH_HOPS = 4
 _MAX_SCALED_NODES = 4096
 
@@ -157,6 +168,82 @@ class Sanitizer:
         self._saved: list[tuple[Any, str, Any, bool]] = []
         self._hook_handle: Any = None
         self._active = False
+        self._warned: set[Any] = set()
+        self._init_stats()
+
+    def _init_stats(self) -> None:
+        self._seen: dict[int, dict[str, Any]] = {}  # id(scaler) -> info (kept alive by _seen_refs)
+        self._seen_refs: dict[int, Any] = {}
+        self._autocast_counts: dict[tuple[str, str, bool], int] = {}
+        self._n_backward = 0
+        self._n_scaled_backward = 0
+        self._n_opt_steps = 0
+
+    def reset(self) -> None:
+        """Forget every finding and count (a forked child starts its own report); patches stay."""
+        self.violations = []
+        self.events.clear()
+        self._index = {}
+        self._scalers = {}
+        self._scaled_nodes = collections.OrderedDict()
+        self._opt_owner = {}
+        self._amp003_reported = set()
+        self._n_unscaled_bw = 0
+        self._unscaled_at_last_optstep = 0
+        self._in_step = 0
+        self._in_scaler_call = 0
+        self._init_stats()
+
+    # ------------------------------------------------------------------ statistics
+
+    def _seen_info(self, scaler: Any, *, requested: Any = None, loc: tuple[str, int] | None = None,
+                   created: bool = False) -> dict[str, Any]:
+        key = id(scaler)
+        info = self._seen.get(key)
+        if info is not None and self._seen_refs.get(key) is not None and self._seen_refs[key]() is scaler:
+            return info
+        enabled = self._enabled(scaler)
+        device = str(getattr(scaler, "_device", "?"))
+        if enabled:
+            reason = None
+        elif created and requested is False:
+            reason = "enabled=False was passed"
+        elif device == "cuda" and not torch.cuda.is_available():
+            reason = "CUDA is not available"
+        elif not created:
+            reason = "disabled (created before tracing started)"
+        else:
+            reason = "torch disabled it"
+        cls = type(scaler)
+        info = {"type": f"{cls.__module__.replace('.grad_scaler', '')}.{cls.__qualname__}",
+                "device": device, "enabled": enabled, "reason": reason,
+                "created_at": f"{loc[0]}:{loc[1]}" if loc else None,
+                "scale": 0, "unscale_": 0, "step": 0, "update": 0}
+        try:
+            self._seen_refs[key] = weakref.ref(scaler)
+        except TypeError:  # pragma: no cover - GradScaler supports weak references
+            self._seen_refs[key] = lambda: scaler
+        self._seen[key] = info
+        return info
+
+    def _count(self, scaler: Any, what: str) -> None:
+        if self._active:
+            self._seen_info(scaler)[what] += 1
+
+    def stats(self) -> dict[str, Any]:
+        """What this sanitizer saw (JSON-serialisable): scalers, autocast regions, backward calls,
+        optimizer steps, and whether anything was checked."""
+        scalers = [dict(v) for v in self._seen.values()]
+        autocast = [{"device": d, "dtype": t, "enabled": e, "count": n}
+                    for (d, t, e), n in self._autocast_counts.items()]
+        used_enabled = [v for v in scalers if v["enabled"] and (v["scale"] or v["step"] or v["update"])]
+        ac_enabled = [a for a in autocast if a["enabled"]]
+        return {
+            "scalers": scalers, "autocast": autocast, "backward": self._n_backward,
+            "scaled_backward": self._n_scaled_backward, "optimizer_steps": self._n_opt_steps,
+            "checked": bool(used_enabled or (ac_enabled and self._n_backward)),
+            "active": bool(scalers or autocast or self._n_backward or self._n_opt_steps or self.violations),
+        }
 
     # ------------------------------------------------------------------ reporting
 
@@ -236,7 +323,6 @@ class Sanitizer:
         """AMP001: a new iteration started while the previous step was never followed by update()."""
         if st.stepped_opts and st.activity_since_step and not st.missing_update_reported:
             st.missing_update_reported = True
-            where = f"{st.last_step_loc[0]}:{st.last_step_loc[1]}" if st.last_step_loc else "?"
             here = "%s:%d" % _user_location()
             self._violate(
                 "AMP001",
@@ -252,6 +338,7 @@ class Sanitizer:
         san = self
 
         def scale(scaler: Any, outputs: Any, *a: Any, **k: Any) -> Any:
+            san._count(scaler, "scale")
             if not san._active or not san._enabled(scaler):
                 return orig(scaler, outputs, *a, **k)
             st = san._state(scaler)
@@ -328,6 +415,8 @@ class Sanitizer:
         san = self
 
         def unscale_(scaler: Any, optimizer: Any) -> Any:
+            if not san._in_scaler_call:
+                san._count(scaler, "unscale_")
             if not san._active or not san._enabled(scaler):
                 return orig(scaler, optimizer)
             st = san._state(scaler)
@@ -348,6 +437,7 @@ class Sanitizer:
         san = self
 
         def step(scaler: Any, optimizer: Any, *a: Any, **k: Any) -> Any:
+            san._count(scaler, "step")
             if not san._active or not san._enabled(scaler):
                 return orig(scaler, optimizer, *a, **k)
             st = san._state(scaler)
@@ -386,6 +476,7 @@ class Sanitizer:
         san = self
 
         def update(scaler: Any, new_scale: Any = None) -> Any:
+            san._count(scaler, "update")
             if not san._active or not san._enabled(scaler):
                 return orig(scaler, new_scale)
             st = san._state(scaler)
@@ -438,7 +529,9 @@ class Sanitizer:
                     owner.activity_since_step = True
                     san._check_next_iteration(owner, "scale(...).backward")
             out = orig(tensors, *a, **k)
+            san._n_backward += 1
             if owner is not None:
+                san._n_scaled_backward += 1
                 owner.scaled_bw += 1
                 owner.live = True
             else:
@@ -503,6 +596,7 @@ class Sanitizer:
     def _opt_pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._active:
             return None
+        self._n_opt_steps += 1
         self._unscaled_at_last_optstep = self._n_unscaled_bw
         if self._in_step:
             return None
@@ -529,6 +623,10 @@ class Sanitizer:
         def __enter__(ac: Any) -> Any:
             if san._active:
                 san.events.append("autocast.__enter__")
+                key = (str(getattr(ac, "device", "?")),
+                       str(getattr(ac, "fast_dtype", "?")).replace("torch.", ""),
+                       bool(getattr(ac, "_enabled", False)))
+                san._autocast_counts[key] = san._autocast_counts.get(key, 0) + 1
             return orig(ac)
 
         return __enter__
@@ -551,10 +649,33 @@ class Sanitizer:
         self._saved.append((owner, name, vars(owner).get(name, orig), had))
         setattr(owner, name, factory(orig))
 
+    def _init(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        san = self
+
+        def __init__(scaler: Any, *a: Any, **k: Any) -> None:
+            if not san._active:
+                return orig(scaler, *a, **k)
+            loc = _user_location()
+            # torch warns with stacklevel=2 ("CUDA is not available.  Disabling."): re-issue its
+            # warnings at the user's line, not at this wrapper
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                orig(scaler, *a, **k)
+            for w in caught:  # once per message and location, like Python's default action
+                key = (str(w.message), w.category, loc)
+                if key not in san._warned:
+                    san._warned.add(key)
+                    warnings.warn_explicit(w.message, w.category, loc[0], loc[1])
+            requested = k.get("enabled", a[5] if len(a) > 5 else True)
+            san._seen_info(scaler, requested=requested, loc=loc, created=True)
+
+        return __init__
+
     def __enter__(self) -> "Sanitizer":
         if self._active:
             raise RuntimeError("this Sanitizer is already active")
         gs = torch.amp.GradScaler
+        self._patch(gs, "__init__", self._init)
         self._patch(gs, "scale", self._scale)
         self._patch(gs, "unscale_", self._unscale)
         self._patch(gs, "step", self._step)
@@ -641,27 +762,37 @@ def sanitize(*, raise_on_violation: bool = False, report: bool = True, stream: A
         yield san
 
 
-def measure_overhead(steps: int = 200, *, dtype: str = "float16", repeats: int = 3) -> dict[str, float]:
-    """Time ``steps`` canonical AMP steps on the harness problem (CPU, 1 thread) plain and traced.
+def measure_overhead(steps: int = 200, *, dtype: str = "float16", repeats: int = 3,
+                     device: str = "cpu") -> dict[str, float]:
+    """Time ``steps`` canonical AMP steps on the harness problem plain and traced.
 
-    Returns ``{"plain_s", "traced_s", "ratio"}`` (best of ``repeats`` for each).
+    On CPU torch is pinned to 1 thread; on CUDA each timing is bracketed by
+    ``torch.cuda.synchronize()``. Returns ``{"plain_s", "traced_s", "ratio"}`` (best of
+    ``repeats`` for each).
     """
     from amplint.runtime import harness, reference
 
     dt = harness.resolve_dtype(dtype)
+    dev = harness.resolve_device(device)
+
+    def sync() -> None:
+        if dev == "cuda":
+            torch.cuda.synchronize()
 
     def once(traced: bool) -> float:
-        x, y = harness.make_data(0, "cpu")
-        model, opt = harness.make_model(0, "cpu")
+        x, y = harness.make_data(0, dev)
+        model, opt = harness.make_model(0, dev)
         batches = harness.make_batches(x, y, steps)
-        scaler = torch.amp.GradScaler("cpu")
+        scaler = torch.amp.GradScaler(dev)
         ctx = sanitize(report=False) if traced else contextlib.nullcontext()
+        sync()
         t0 = time.perf_counter()
         with ctx:
-            reference.train_loop(model, batches, harness.loss_fn, opt, scaler, device_type="cpu", dtype=dt)
+            reference.train_loop(model, batches, harness.loss_fn, opt, scaler, device_type=dev, dtype=dt)
+        sync()
         return time.perf_counter() - t0
 
-    with harness.cpu_threads("cpu"):
+    with harness.cpu_threads(dev):
         once(False)
         once(True)  # warm-up
         plain = min(once(False) for _ in range(repeats))

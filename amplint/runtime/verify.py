@@ -1,26 +1,39 @@
-"""``amplint verify``: run the harness on the reference loop and on every loop in some files.
+"""``amplint verify``: run the harness on the reference loop and on the training functions of
+some scripts, without running the scripts.
 
-Each loop (see :mod:`amplint.runtime.harness` for the two contracts) runs the five harness
-checks, is compared with the reference loop, and runs 3 steps under the sanitizer. One row
-per loop; the exit code is 1 when any check fails, a file cannot be imported or holds no loop,
-or the sanitizer reports anything, else 0. The ``reference`` column (same/differs) is
-informational only: a correct loop may legitimately differ (no scaler under bf16, another
-clip threshold, gradient accumulation).
+For each file, :mod:`amplint.runtime.discover` loads only its definitions (imports, ``def``,
+``class``, constant assignments; never a top-level call, loop, argparse or ``__main__`` block),
+picks the training functions and methods with the static model and maps their parameters to
+the harness objects by role (:mod:`amplint.runtime.roles`). Each function then runs the five
+harness checks, is compared with the reference loop configured like it (accumulation
+interval, clipping, optimizers, autocast dtype), and runs a few steps under the sanitizer.
+
+One row per function; the exit code is 1 when a check fails, the sanitizer reports a misuse,
+a file cannot be loaded, or a function cannot be mapped (nothing verified), else 0. The loop's
+own prints go to stderr, so stdout (or ``-o FILE``) carries only amplint's output.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from amplint.runtime.discover import UsageError
 from amplint.runtime.harness import CHECK_NAMES, DeviceUnavailable
 
-__all__ = ["Row", "verify", "format_table", "DeviceUnavailable", "PlotUnavailable"]
+__all__ = ["Row", "verify", "format_table", "DeviceUnavailable", "PlotUnavailable", "UsageError",
+           "PLOT_FORMATS", "check_plot_path"]
+
+PLOT_HINT = "pip install 'amplint[plot]'"
+# matplotlib's Agg/PDF/SVG/PS back ends
+PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf",
+                "raw", "rgba")
 
 
 class PlotUnavailable(RuntimeError):
-    """``plot=...`` was asked for but matplotlib is not installed."""
+    """``--plot`` cannot be honoured (no matplotlib, a missing directory, an unknown format)."""
 
 
 @dataclass
@@ -33,37 +46,81 @@ class Row:
     violations: list[Any] = field(default_factory=list)  # sanitizer Violation objects
     error: str | None = None
     report: Any = None
+    mapping: list[str] = field(default_factory=list)  # how the function was called (printable lines)
+    slots: list[dict[str, Any]] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    kind: str = "loop"  # loop | note (a function verified through another one, or a caller)
 
     @property
     def ok(self) -> bool:
+        if self.kind == "note":
+            return True
         return (self.error is None and all(p is not False for p, _, _ in self.checks.values())
                 and not self.violations)
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "loop": self.loop, "device": self.device, "dtype": self.dtype, "ok": self.ok,
+            "loop": self.loop, "kind": self.kind, "device": self.device, "dtype": self.dtype, "ok": self.ok,
             "checks": {k: {"passed": p, "figure": f, "detail": d} for k, (p, f, d) in self.checks.items()},
             "matches_reference": None if self.reference is None else self.reference[0],
             "reference_detail": None if self.reference is None else self.reference[1],
             "violations": [v.as_dict() for v in self.violations], "error": self.error,
+            "mapping": self.slots, "config": self.config, "notes": self.notes,
         }
 
 
-def _run_one(name: str, fn: Any, device: str, dtype: Any, is_reference: bool) -> Row:
+def _run_one(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -> Row:
     from amplint.runtime import harness
     from amplint.runtime.sanitizer import Sanitizer
 
-    report = harness.check_all(fn, device=device, dtype=dtype, name=name)
+    report = harness.check_all(inv, device=device, dtype=dtype, name=name, compare=not is_reference)
     row = Row(name, report.device, report.dtype, report=report)
+    cfg = report.config
+    if cfg is not None and (cfg.dtype is not None or report.checks[0].passed):  # what the loop ran with
+        row.dtype = harness.dtype_name(cfg.dtype) if cfg.dtype else "no autocast"
     for c in report.checks:
         row.checks[c.name] = (c.passed, c.figure, c.detail)
     if not is_reference:
-        row.reference = harness.compare_to_reference(fn, device=device, dtype=dtype)
+        row.reference = report.reference
+    row.config = cfg.as_dict() if cfg else None
+    row.notes = list(report.notes)
     san = Sanitizer(report=False)
+    accum = cfg.accum if cfg else 1
     with harness.cpu_threads(report.device), san:
-        harness.run_loop(fn, device=report.device, dtype=harness.resolve_dtype(dtype), steps=3)
+        harness.run_loop(inv, device=report.device, dtype=harness.resolve_dtype(dtype), steps=3 * accum)
     row.violations = list(san.violations)
+    if hasattr(inv, "describe"):
+        row.mapping = inv.describe()
+        row.slots = [s.as_dict() for s in inv.slots]
+        if cfg is not None:
+            row.mapping.append(f"  reference: {cfg.describe()} (as observed in the loop)")
+        for n in report.notes:
+            row.mapping.append(f"  note: {n}")
     return row
+
+
+def check_plot_path(plot: str | os.PathLike[str]) -> None:
+    """Raise :class:`PlotUnavailable` unless ``plot`` can be written as an image."""
+    out = os.fspath(plot)
+    ext = os.path.splitext(out)[1].lower().lstrip(".")
+    if not ext:
+        raise PlotUnavailable(f"--plot {out}: give a file name with an image extension "
+                              f"(.png, .pdf, .svg, ...)")
+    if ext not in PLOT_FORMATS:
+        raise PlotUnavailable(f"--plot {out}: unknown image format '.{ext}' (use one of "
+                              f"{', '.join('.' + e for e in PLOT_FORMATS[:4])}, ...)")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise PlotUnavailable(f"--plot {out}: directory {os.path.dirname(out) or '.'} does not exist")
+    if os.path.isdir(out):
+        raise PlotUnavailable(f"--plot {out}: is a directory")
+    if not os.access(parent, os.W_OK):
+        raise PlotUnavailable(f"--plot {out}: directory {os.path.dirname(out) or '.'} is not writable")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotUnavailable(f"--plot needs matplotlib, which is not installed: {PLOT_HINT}") from None
 
 
 def verify(
@@ -71,14 +128,19 @@ def verify(
     device: str = "auto",
     dtype: str = "float16",
     plot: str | os.PathLike[str] | None = None,
+    *,
+    function: str | None = None,
+    args: dict[str, str] | None = None,
 ) -> tuple[list[Row], int]:
-    """Check the reference loop and every loop in ``paths``; returns (rows, exit code).
+    """Check the reference loop and the training functions of ``paths``; returns (rows, exit code).
 
-    Raises :class:`DeviceUnavailable` for ``device="cuda"`` without CUDA and
-    :class:`PlotUnavailable` for ``plot=`` without matplotlib (both before running anything).
+    Raises :class:`DeviceUnavailable` for ``device="cuda"`` without CUDA, :class:`PlotUnavailable`
+    for a ``plot`` path that cannot be written, and :class:`UsageError` for a ``function`` that
+    is not there or an ``args`` name nothing uses (all before running any loop).
     """
     import torch
 
+    from amplint.runtime import discover as disc
     from amplint.runtime import harness, reference
 
     if device not in ("auto", "cpu", "cuda"):
@@ -91,26 +153,38 @@ def verify(
     dev = harness.resolve_device(device)
     dt = harness.resolve_dtype(dtype)
     if plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise PlotUnavailable("--plot needs matplotlib, which is not installed: "
-                                  "pip install matplotlib") from None
-    rows = [_run_one("reference", reference.train_loop, dev, dt, True)]
-    for path in paths:
-        try:
-            loops = harness.load_loops(path)
-        except Exception as exc:  # the file itself failed to import
-            row = Row(harness._display_path(path), dev, harness.dtype_name(dt),
-                      error=f"import failed: {type(exc).__name__}: {exc}")
-            rows.append(row)
-            continue
-        if not loops:
-            rows.append(Row(harness._display_path(path), dev, harness.dtype_name(dt),
-                            error="no train_step/train_loop function found"))
-            continue
-        for name, fn in loops:
-            rows.append(_run_one(name, fn, dev, dt, False))
+        check_plot_path(plot)
+    overrides = dict(args or {})
+    saved_path, saved_argv = sys.path[:], sys.argv[:]
+    try:
+        found = []
+        for path in paths:
+            sys.argv = [os.fspath(path)]
+            found.append(disc.discover(path, function=function, overrides=overrides,
+                                       dtype_name=harness.dtype_name(dt)))
+        if overrides:
+            unused = disc.unused_overrides(found, overrides)
+            if unused:
+                raise UsageError("--arg " + ", ".join(unused) + ": no parameter, self attribute or "
+                                 "module-level name of the verified function(s) has that name")
+        rows = [_run_one("reference", reference.train_loop, dev, dt, True)]
+        for d in found:
+            sys.argv = [d.path]
+            if d.error:
+                rows.append(Row(d.display, dev, harness.dtype_name(dt), error=d.error))
+                continue
+            for t in d.targets:
+                if t.status == "run":
+                    rows.append(_run_one(t.plan.display, t.plan, dev, dt, False))
+                elif t.status == "unmapped":
+                    rows.append(Row(t.plan.display, dev, harness.dtype_name(dt),
+                                    error=f"cannot verify {t.func.qualname}: {t.reason}"))
+                else:
+                    rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), kind="note",
+                                    notes=[f"not run: {t.reason}" if t.status == "caller" else t.reason]))
+    finally:
+        sys.path[:] = saved_path
+        sys.argv = saved_argv
     if plot is not None:
         draw_plot(rows, os.fspath(plot))
     return rows, 0 if all(r.ok for r in rows) else 1
@@ -122,12 +196,20 @@ def _cell(passed: bool | None, figure: str) -> str:
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """A plain-text table: loop, device, dtype, each check with its figure, reference, sanitizer."""
+    """How each function was called, then a table: loop, device, dtype, each check with its
+    figure, reference, sanitizer; then the details of what failed."""
+    lines: list[str] = []
+    for r in rows:
+        if r.mapping:
+            lines.extend(r.mapping)
+    if lines:
+        lines.append("")
     header = ["loop", "device", "dtype", *CHECK_NAMES, "reference", "sanitizer"]
     body = []
-    for r in rows:
+    table_rows = [r for r in rows if r.kind != "note"]
+    for r in table_rows:
         if r.error:
-            body.append([r.loop, r.device, r.dtype, f"ERROR {r.error}"] + [""] * (len(header) - 4))
+            body.append([r.loop, r.device, r.dtype, "ERROR (see below)"] + [""] * (len(header) - 4))
             continue
         cells = [r.loop, r.device, r.dtype]
         for name in CHECK_NAMES:
@@ -141,9 +223,10 @@ def format_table(rows: Sequence[Row]) -> str:
         cells.append("clean" if not r.violations else ",".join(codes))
         body.append(cells)
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    failures = [r for r in rows if not r.ok]
+    table = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *body]]
+    table.insert(1, "  ".join("-" * w for w in widths))
+    lines.extend(table)
+    failures = [r for r in table_rows if not r.ok]
     if failures:
         lines.append("")
         for r in failures:
@@ -155,11 +238,17 @@ def format_table(rows: Sequence[Row]) -> str:
                     lines.append(f"{r.loop}: {name}: {detail}")
             for v in r.violations:
                 lines.append(f"{r.loop}: sanitizer: {v}")
-    if any(r.reference is not None and not r.reference[0] for r in rows):
+    differs = [r for r in table_rows if r.reference is not None and not r.reference[0] and not r.error]
+    if differs:
         lines.append("")
-        for r in rows:
-            if r.reference is not None and not r.reference[0]:
-                lines.append(f"{r.loop}: differs from the reference loop: {r.reference[1]}")
+        for r in differs:
+            lines.append(f"{r.loop}: differs from the reference loop: {r.reference[1]}")
+    notes = [r for r in rows if r.kind == "note"]
+    if notes:
+        lines.append("")
+        for r in notes:
+            for n in r.notes:
+                lines.append(f"{r.loop}: {n}")
     return "\n".join(lines)
 
 
@@ -171,7 +260,7 @@ def draw_plot(rows: Sequence[Row], out: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotUnavailable("--plot needs matplotlib: pip install matplotlib") from None
+        raise PlotUnavailable(f"--plot needs matplotlib: {PLOT_HINT}") from None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     fp32_done = False
     for r in rows:
@@ -186,14 +275,18 @@ def draw_plot(rows: Sequence[Row], out: str) -> None:
             ax1.plot(losses, label=f"{r.loop} ({r.dtype})")
         if rep.scales:
             ax2.step(range(len(rep.scales)), rep.scales, where="post", label=r.loop)
-    ax1.set_xlabel("step")
+    ax1.set_xlabel("batch")
     ax1.set_ylabel("training loss")
     ax1.set_yscale("log")
     ax1.legend(fontsize="small")
-    ax2.set_xlabel("step")
+    ax2.set_xlabel("optimizer step")
     ax2.set_ylabel("loss scale")
     ax2.set_yscale("log", base=2)
     ax2.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+    try:
+        fig.savefig(out)
+    except (OSError, ValueError) as exc:
+        raise PlotUnavailable(f"--plot {out}: cannot write the image: {exc}") from None
+    finally:
+        plt.close(fig)

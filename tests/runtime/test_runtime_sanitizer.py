@@ -171,3 +171,66 @@ def test_measure_overhead():
     out = measure_overhead(steps=20, repeats=1)
     assert set(out) == {"plain_s", "traced_s", "ratio"}
     assert out["plain_s"] > 0 and out["traced_s"] > 0
+
+
+def test_stats_count_scalers_calls_and_why_one_is_disabled():
+    x, y = harness.make_data(0, "cpu")
+    model, opt = harness.make_model(0, "cpu")
+    with sanitize(report=False) as san:
+        on = torch.amp.GradScaler("cpu")  # <on>
+        off = torch.amp.GradScaler("cpu", enabled=False)
+        for s in (on, off):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = harness.loss_fn(model(x), y)
+            s.scale(loss).backward()
+            s.step(opt)
+            s.update()
+    st = san.stats()
+    first, second = st["scalers"]
+    assert first == {"type": "torch.amp.GradScaler", "device": "cpu", "enabled": True, "reason": None,
+                     "created_at": f"{__file__}:{line_of(__file__, 'on')}", "scale": 1, "unscale_": 0,
+                     "step": 1, "update": 1}  # the unscale_ that step() does itself is not a call
+    assert second["enabled"] is False and second["reason"] == "enabled=False was passed"
+    assert (second["scale"], second["step"], second["update"]) == (1, 1, 1)
+    assert st["autocast"] == [{"device": "cpu", "dtype": "bfloat16", "enabled": True, "count": 2}]
+    assert (st["backward"], st["scaled_backward"], st["optimizer_steps"]) == (2, 1, 2)  # off does not scale
+    assert st["checked"] and st["active"] and san.violations == []
+    san.reset()
+    assert san.stats()["scalers"] == [] and not san.stats()["active"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the default-device scaler is enabled with CUDA")
+def test_default_device_scaler_without_cuda_is_disabled_for_that_reason():
+    import warnings
+
+    with sanitize(report=False) as san, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.amp.GradScaler()  # <default>
+    [info] = san.stats()["scalers"]
+    assert (info["device"], info["enabled"], info["reason"]) == ("cuda", False, "CUDA is not available")
+    [w] = [w for w in caught if "CUDA is not available" in str(w.message)]
+    assert (w.filename, w.lineno) == (__file__, line_of(__file__, "default"))  # the user's line
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("fn, code", [(loops.b_plain_step_loop, "AMP004"),
+                                      (loops.d_clip_before_unscale_loop, "AMP006"),
+                                      (loops.h_backward_in_autocast_loop, "AMP002")])
+def test_misuse_reported_on_cuda(fn, code):
+    with sanitize(report=False) as san:
+        harness.run_loop(fn, device="cuda", steps=3)
+    assert {v.code for v in san.violations} == {code}
+    assert san.stats()["scalers"][0]["device"] == "cuda" and san.stats()["scalers"][0]["enabled"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_canonical_loop_clean_and_unchanged_on_cuda():
+    plain = harness.run_loop(reference.train_loop, device="cuda", steps=20)
+    with sanitize(report=False) as san:
+        traced = harness.run_loop(reference.train_loop, device="cuda", steps=20)
+    assert san.violations == [] and plain.losses == traced.losses and plain.scales == traced.scales
+    out = measure_overhead(steps=20, repeats=1, device="cuda")
+    assert out["plain_s"] > 0 and out["traced_s"] > 0

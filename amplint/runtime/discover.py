@@ -1,0 +1,154 @@
+"""Which functions of a script ``amplint verify`` runs, and how (without running the script).
+
+1. :func:`amplint.runtime.loader.load_definitions` executes the file's imports, definitions and
+   constant assignments only (its prints go to stderr).
+2. :func:`amplint.runtime.static_info.analyse` asks the static model which functions and
+   methods train (scale/backward/step/update/optimizer.step) and which same-file functions
+   call them.
+3. :func:`amplint.runtime.roles.build_plan` maps each one's parameters (and ``self``
+   attributes, and module-level names it needs) to the harness objects.
+
+Without ``function=``, verify runs the outermost functions that can be mapped: a training
+function called by another mappable one (``train_step`` called by ``train_loop``,
+``Trainer.train_step`` called by ``Trainer.fit``) is verified through its caller. A caller
+that cannot be mapped (``main()`` builds its own model) is reported as a note when what it
+calls is verified, as an error otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from amplint.runtime.loader import LoadError, Loaded, load_definitions
+from amplint.runtime.roles import Plan, build_plan
+from amplint.runtime.static_info import FileInfo, FuncInfo, analyse
+
+__all__ = ["Target", "Discovery", "UsageError", "discover"]
+
+
+class UsageError(ValueError):
+    """A wrong ``--function`` or ``--arg`` (the command exits 2)."""
+
+
+class Target:
+    """One candidate function: ``status`` is run | covered | unmapped | caller."""
+
+    def __init__(self, func: FuncInfo, plan: Plan, status: str, reason: str = "") -> None:
+        self.func = func
+        self.plan = plan
+        self.status = status
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Target({self.func.qualname!r}, {self.status!r})"
+
+
+class Discovery:
+    def __init__(self, path: str, display: str) -> None:
+        self.path = path
+        self.display = display
+        self.loaded: Loaded | None = None
+        self.info: FileInfo | None = None
+        self.targets: list[Target] = []
+        self.error: str | None = None  # the file could not be loaded, or holds nothing to verify
+
+    @property
+    def to_run(self) -> list[Target]:
+        return [t for t in self.targets if t.status == "run"]
+
+
+def _display_path(path: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path))
+    return rel if not rel.startswith("..") else path
+
+
+def _top_level_message(display: str, info: FileInfo) -> str:
+    lines = info.module_lines
+    spans = sorted({(s.lineno, s.end_lineno or s.lineno) for s in info.tree.body
+                    if any(s.lineno <= n <= (s.end_lineno or s.lineno) for n in lines)})
+    start, end = (spans[0][0], spans[-1][1]) if spans else (lines[0], lines[-1])
+    where = f"line {start}" if start == end else f"lines {start}-{end}"
+    return (f"no training function: the training loop runs at the top level of {display} ({where}), "
+            f"and verify never runs top-level code; put the loop in a function, e.g. "
+            f"`def train(model, loader, optimizer, scaler): ...`, and verify that")
+
+
+def discover(path: str | os.PathLike[str], *, function: str | None = None,
+             overrides: dict[str, str] | None = None, dtype_name: str = "float16") -> Discovery:
+    """Load ``path``'s definitions and decide what to run (see the module docstring).
+
+    Raises :class:`UsageError` when ``function`` names no function of the file.
+    """
+    path = os.fspath(path)
+    d = Discovery(path, _display_path(path))
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            loaded = load_definitions(path)
+    except SyntaxError as exc:
+        d.error = f"cannot parse: SyntaxError: {exc.msg} (line {exc.lineno})"
+        return d
+    except LoadError as exc:
+        d.error = f"import failed: {exc}"
+        return d
+    except OSError as exc:
+        d.error = f"cannot read: {exc}"
+        return d
+    d.loaded = loaded
+    info = analyse(loaded.source, loaded.tree)
+    d.info = info
+    cands = info.candidates()
+    if function is not None:
+        matches = [f for f in info.funcs.values() if function in (f.qualname, f.name)]
+        if not matches:
+            known = ", ".join(f.qualname for f in cands) or "none"
+            raise UsageError(f"{d.display}: no function or method named {function!r} "
+                             f"(training functions here: {known})")
+        if len(matches) > 1:
+            raise UsageError(f"{d.display}: {function!r} is ambiguous: "
+                             + ", ".join(f.qualname for f in matches) + " (give Class.method)")
+        cands = matches
+    if not cands:
+        d.error = (_top_level_message(d.display, info) if info.module_events else
+                   "no training function found: no function or method here calls scaler.scale/step/"
+                   "update, backward() or optimizer.step()")
+        return d
+    plans = {f.qualname: build_plan(info, f, loaded, f"{d.display}:{f.qualname}", overrides, dtype_name)
+             for f in cands}
+    if function is not None:
+        f = cands[0]
+        p = plans[f.qualname]
+        d.targets.append(Target(f, p, "run" if p.ok else "unmapped", "; ".join(p.problems)))
+        return d
+    mapped = [f for f in cands if plans[f.qualname].ok]
+    covered: dict[str, str] = {}
+    for m in mapped:
+        for callee in info.callees_closure(m.qualname)[1:]:
+            covered.setdefault(callee.qualname, m.qualname)
+    run = [f for f in mapped if f.qualname not in covered]
+    run_names = {f.qualname for f in run}
+    for f in cands:
+        p = plans[f.qualname]
+        if f.qualname in run_names:
+            d.targets.append(Target(f, p, "run"))
+        elif f.qualname in covered:
+            d.targets.append(Target(f, p, "covered", f"verified through {d.display}:{covered[f.qualname]}"))
+        else:
+            reached = {c.qualname for c in info.callees_closure(f.qualname)[1:]} & (run_names | set(covered))
+            if reached:
+                via = sorted(reached)[0]
+                d.targets.append(Target(f, p, "caller", "; ".join(p.problems)
+                                        + f"; what it calls is verified ({d.display}:{via})"))
+            else:
+                d.targets.append(Target(f, p, "unmapped", "; ".join(p.problems)))
+    return d
+
+
+def unused_overrides(discoveries: list[Discovery], overrides: dict[str, str]) -> list[str]:
+    """``--arg`` names that no function verify runs (or was asked for) uses."""
+    used: set[str] = set()
+    for d in discoveries:
+        for t in d.targets:
+            if t.status in ("run", "unmapped"):
+                used |= set(overrides) - set(getattr(t.plan, "unused_overrides", overrides))
+    return sorted(set(overrides) - used)

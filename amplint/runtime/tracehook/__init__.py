@@ -1,0 +1,1 @@
+"""Holds amplint trace's ``sitecustomize`` start-up hook (see sitecustomize.py)."""
