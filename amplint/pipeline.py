@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-import click
-
 from amplint.diagnostics import Diagnostic, FileError, FileResult
-from amplint.report import Message, Summary, emit, formatter
+from amplint.report import Message, Summary, display_path, echo, emit, formatter
 from amplint.selection import Filter, enabled_codes, validate_per_file_ignores
 from amplint.settings import ConfigError, Settings, resolve
 
@@ -92,7 +90,10 @@ def run_check(opts: Options) -> int:
         enabled = enabled_codes(settings, settings.config_path or "--select/--ignore")
         validate_per_file_ignores(settings)
     except ConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
+        return 2
+    if opts.statistics and opts.output_format not in ("full", "concise", "json"):
+        echo(f"error: --statistics prints the formats full, concise and json, not `{opts.output_format}`", err=True)
         return 2
     from amplint import analyze
 
@@ -106,13 +107,14 @@ def run_check(opts: Options) -> int:
 
     found = discover(list(opts.paths) or ["."], settings)
     if opts.show_files:
-        for f in found.files:
-            click.echo(f)
+        emit("".join(display_path(f) + "\n" for f in found.files), None)
         return 0
 
     # analyse every file (screen, parse, model, rules), cached by content
     results = _analyse(found.files, opts, settings)
-    results += [FileResult(p, errors=[FileError("E902", "No such file or directory")]) for p in found.missing]
+    for f, r in zip(found.files, results):  # as named or walked, cached or not: shown as ruff does
+        r.path = display_path(f)
+    results += [FileResult(display_path(p), errors=[FileError("E902", "No such file or directory")]) for p in found.missing]
 
     # fix (or diff, or add noqa), then re-analyse what changed
     text_cache: dict[str, list[str] | None] = {}
@@ -121,8 +123,13 @@ def run_check(opts: Options) -> int:
         from amplint.fix.files import fix_files
 
         results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
-        if opts.add_noqa:
-            click.echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
+        if opts.add_noqa:  # ruff's wording and exit status; nothing else is reported
+            if fixed_total:
+                echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
+            for r in results:
+                for e in r.errors:
+                    echo(f"{r.path}: error: {e.code} {e.message}", err=True)
+            return 2 if any(e.internal for r in results for e in r.errors) else 0
 
     # select, noqa -> messages
     messages: list[Message] = []
@@ -136,9 +143,9 @@ def run_check(opts: Options) -> int:
     if opts.diff:
         emit("".join(diffs), opts.output_file)
         if diffs:
-            click.echo(f"Would fix {fixed_total} error{'s' if fixed_total != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", err=True)
+            echo(f"Would fix {fixed_total} error{'s' if fixed_total != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", err=True)
         else:
-            click.echo("No errors would be fixed.", err=True)
+            echo("No errors would be fixed.", err=True)
         return 2 if internal else (1 if diffs else 0)
     summary = Summary(
         fixed=fixed_total,
@@ -238,16 +245,12 @@ def _report(messages: list[Message], summary: Summary, opts: Options) -> None:
     if opts.statistics:
         from amplint.report.text import format_statistics
 
-        text = format_statistics(messages)
+        text = format_statistics(messages, summary, fmt, show_summary=not opts.quiet)
     elif fmt in ("full", "concise"):
         text = formatter(fmt)(messages, summary, show_summary=not opts.quiet)
     else:
         text = formatter(fmt)(messages, summary)
     emit(text, opts.output_file)
-    if fmt in ("full", "concise") and not opts.quiet:
-        for m in messages:
-            if m.is_error:
-                click.echo(f"{m.path}: error: {m.message}", err=True)
 
 
 def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
@@ -266,7 +269,7 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     try:
         text, encoding = decode(data)
     except SourceError as exc:
-        click.echo(f"{name}:1:1: E902 {exc}")
+        echo(f"{name}:1:1: E902 {exc}")
         return 1
     if opts.fix:
         from amplint.fix.apply import fix_text
@@ -274,13 +277,13 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
         try:
             new, n, _ = fix_text(text, name, lambda d, lines: filt.keep(name, d, lines) and applicable(d, opts.unsafe_fixes))
         except Exception as exc:  # the fixer failed (e.g. recursion limit): echo the input unchanged
-            click.echo(f"{name}: error: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
+            echo(f"{name}: error: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
             new, n = text, 0
         sys.stdout.buffer.write(new.encode(encoding))
         result = analyze_text(new, name)
         remaining = [d for d in result.diagnostics if filt.keep(name, d, split_lines(new))]
         for e in result.errors:  # the buffer could not be checked: say so (stdout holds the code)
-            click.echo(f"{name}:{e.row}:{e.col + 1}: error: {e.code} {e.message}", err=True)
+            echo(f"{name}:{e.row}:{e.col + 1}: error: {e.code} {e.message}", err=True)
         if any(e.internal for e in result.errors):
             return 2
         if opts.exit_zero:
