@@ -199,6 +199,11 @@ def run(command: str, kw: dict) -> int:
 
 def main(argv=None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["--version"], ["-V"]):  # what click's version option prints
+        from amplint import __version__
+
+        print(f"amplint {__version__}")
+        sys.exit(0)
     if args and args[0] in ("check", "fix"):
         kw = fast_parse(args[0], args[1:])
         if kw is not None:

@@ -95,11 +95,9 @@ def run_check(opts: Options) -> int:
     if opts.statistics and opts.output_format not in ("full", "concise", "json"):
         echo(f"error: --statistics prints the formats full, concise and json, not `{opts.output_format}`", err=True)
         return 2
-    from amplint import analyze
-
-    analyze.configure(settings.target_torch_version)
     filt = Filter(settings, enabled)
     if list(opts.paths) == ["-"]:
+        _configure_engine(settings)
         return _run_stdin(opts, settings, filt)
 
     # discover
@@ -122,6 +120,7 @@ def run_check(opts: Options) -> int:
     if opts.fix or opts.diff or opts.add_noqa:
         from amplint.fix.files import fix_files
 
+        _configure_engine(settings)
         results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
         if opts.add_noqa:  # ruff's wording and exit status; nothing else is reported
             if fixed_total:
@@ -175,7 +174,15 @@ def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileRe
     from amplint.runner import DEFAULT_PER_FILE_TIMEOUT, run
 
     timeout = DEFAULT_PER_FILE_TIMEOUT if opts.per_file_timeout is None else opts.per_file_timeout
-    return run(files, cache, opts.jobs, timeout=timeout)
+    return run(files, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
+
+
+def _configure_engine(settings: Settings) -> None:
+    """The analysis engine loads only when something is analysed (the runner configures it
+    then; a warm-cache run loads none of it); fixing and stdin analyse here."""
+    from amplint import analyze
+
+    analyze.configure(settings.target_torch_version)
 
 
 def applicable(d: Diagnostic, unsafe: bool) -> bool:

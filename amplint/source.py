@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 import stat as stat_mod
-import tempfile
 import tokenize
 
 
@@ -95,6 +94,8 @@ def atomic_write(src: Source, new_text: str) -> None:
         st = os.stat(path)
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
+    import tempfile  # only a fix writes: `amplint check` does not load it
+
     fd, tmp = tempfile.mkstemp(prefix=".amplint-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
