@@ -123,8 +123,7 @@ def run_check(opts: Options) -> int:
         _configure_engine(settings)
         results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
         if opts.add_noqa:  # ruff's wording and exit status; nothing else is reported
-            if fixed_total:
-                echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
+            echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
             for r in results:
                 for e in r.errors:
                     echo(f"{r.path}: error: {e.code} {e.message}", err=True)
@@ -265,7 +264,7 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     from amplint.source import SourceError, decode, split_lines
 
     data = sys.stdin.buffer.read()
-    name = opts.stdin_filename or "-"
+    name = display_path(opts.stdin_filename) if opts.stdin_filename else "-"
     if opts.force_exclude or settings.force_exclude:
         from amplint.discover import Excluder
 

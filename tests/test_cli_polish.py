@@ -198,7 +198,7 @@ def test_add_noqa_says_how_many_and_exits_0(proj):
     assert "All checks passed!" not in r.stdout + r.stderr
     assert "# noqa: AMP002" in (proj / "a.py").read_text()
     again = run_amplint("check", "--no-cache", "--add-noqa", ".", cwd=proj)
-    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "Added 0 noqa directives.\n")
     assert run_amplint("check", "--no-cache", ".", cwd=proj).returncode == 0
 
 
@@ -355,3 +355,13 @@ def test_every_command_help_names_its_exit_status(command):
     if command in (["check"], ["fix"]):
         for code in ("0  ", "1  ", "2  "):
             assert f"\n    {code}" in r.stdout
+
+
+def test_stdin_filename_is_shown_like_a_path(proj):
+    r = run_amplint("check", "--output-format", "concise", "--stdin-filename", "./pkg/../a.py", "-", cwd=proj, input=BUGGY)
+    assert r.returncode == 1
+    assert _paths(r.stdout) == ["a.py"]
+    r = run_amplint("check", "--output-format", "json", "--stdin-filename", "a.py", "-", cwd=proj, input=BUGGY)
+    assert {d["filename"] for d in json.loads(r.stdout)} == {str(proj / "a.py")}
+    r = run_amplint("check", "--output-format", "json", "-", cwd=proj, input=BUGGY)
+    assert {d["filename"] for d in json.loads(r.stdout)} == {"-"}
