@@ -299,7 +299,12 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     messages = file_messages(result, filt, opts.unsafe_fixes, {}, lines=split_lines(text))
     fmt = opts.output_format
     summary = Summary(remaining_fixable=sum(m.applicable for m in messages))
-    text_out = formatter(fmt)(messages, summary, show_summary=not opts.quiet) if fmt in ("full", "concise") else formatter(fmt)(messages, summary)
+    if opts.statistics:
+        from amplint.report.text import format_statistics
+
+        text_out = format_statistics(messages, summary, fmt, show_summary=not opts.quiet)
+    else:
+        text_out = formatter(fmt)(messages, summary, show_summary=not opts.quiet) if fmt in ("full", "concise") else formatter(fmt)(messages, summary)
     emit(text_out, opts.output_file)
     if any(e.internal for e in result.errors):
         return 2

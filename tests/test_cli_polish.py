@@ -142,6 +142,12 @@ def test_statistics_text_table_and_summary(proj, fmt):
     assert len(r.stdout.splitlines()) == 2
 
 
+def test_statistics_json_from_stdin(proj):
+    r = run_amplint("check", "--statistics", "--output-format", "json", "--stdin-filename", "a.py", "-", cwd=proj, input=BUGGY)
+    assert r.returncode == 1
+    assert [row["code"] for row in json.loads(r.stdout)] == ["AMP002", "AMP004"]
+
+
 def test_statistics_with_another_format_is_a_usage_error(proj):
     r = run_amplint("check", "--no-cache", "--statistics", "--output-format", "github", "a.py", cwd=proj)
     assert r.returncode == 2 and "--statistics" in r.stderr and r.stdout == ""
