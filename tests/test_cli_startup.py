@@ -214,3 +214,8 @@ def test_version_fast_and_slow_agree():
     probe = "import sys; from amplint.clickapp import cli; cli.main(args=['--version'], prog_name='amplint')"
     slow = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert (slow.returncode, slow.stdout) == (0, f"amplint {__version__}\n")
+
+
+def test_top_level_help_loads_no_lazy_command(tmp_path):
+    mods = _modules_after(["--help"], tmp_path)
+    assert "click" in mods and "amplint.runtime.commands" not in mods
