@@ -29,30 +29,36 @@ def configure(target_torch_version: str | None) -> None:
     TARGET_TORCH_VERSION = target_torch_version
 
 
-def analyze_text(text: str, path: str, rules=None) -> FileResult:
-    """Every rule's raw findings (before selection and noqa) for one decoded file."""
+def analyze_text(text: str, path: str, rules=None, index=None) -> FileResult:
+    """Every rule's raw findings (before selection and noqa) for one decoded file, and the
+    file's summary (phase 1 of project mode). With a project ``index`` (phase 2), calls into
+    other modules are followed; without one, the file is its own project."""
     result = FileResult(path)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # ast trees are acyclic; collecting during the parse only costs time
     try:
-        return _analyze(text, path, rules, result)
+        return _analyze(text, path, rules, result, index)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _analyze(text: str, path: str, rules, result: FileResult) -> FileResult:
+def _analyze(text: str, path: str, rules, result: FileResult, index) -> FileResult:
+    from amplint.model.summary import summarise
     from amplint.rules import ALL_RULES
 
     try:
-        tree = (MASK and parse_masked(text, path)) or parse(text, path)
+        masked = MASK and parse_masked(text, path)
+        tree = masked or parse(text, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         result.errors.append(syntax_error(exc))
         return result
     try:
-        model = build_model(text, tree)
+        model = build_model(text, tree, path, index)
+        model.masked = bool(masked)
         if TARGET_TORCH_VERSION is not None:
             model.target_torch_version = TARGET_TORCH_VERSION
+        result.summary = summarise(tree, complete=not masked)
     except RecursionError:
         result.errors.append(FileError("E999", "too deeply nested to analyse (recursion limit)"))
         return result

@@ -49,7 +49,26 @@ class MoveOutOfWith(NamedTuple):
     first: Pos
 
 
-Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith
+class RewriteCall(NamedTuple):
+    """Rewrite the call spanning ``start``..``end`` in place: its callee becomes ``func``
+    (unchanged when None) and ``prepend`` arguments go before the existing ones. Everything
+    inside the parentheses (comments, line breaks, the other arguments) is kept."""
+
+    start: Pos
+    end: Pos
+    func: str | None
+    prepend: tuple[str, ...] = ()
+
+
+class RenameImportModule(NamedTuple):
+    """In the ``from M import ...`` statement at ``anchor``, replace the module ``M`` with
+    ``module``; the imported names, parentheses and comments are kept."""
+
+    anchor: Pos
+    module: str
+
+
+Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith | RewriteCall | RenameImportModule
 
 
 class Fix(NamedTuple):
@@ -77,10 +96,11 @@ class Diagnostic(NamedTuple):
 class FileResult:
     """Every rule's raw findings for one file, and the errors that kept it from being checked."""
 
-    def __init__(self, path: str, diagnostics: list | None = None, errors: list | None = None):
+    def __init__(self, path: str, diagnostics: list | None = None, errors: list | None = None, summary=None):
         self.path = path
         self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
         self.errors: list[FileError] = [] if errors is None else errors
+        self.summary = summary  # amplint.model.summary.FileSummary (project mode), None if not parsed
 
     def __eq__(self, other) -> bool:
         return isinstance(other, FileResult) and (self.path, self.diagnostics, self.errors) == (other.path, other.diagnostics, other.errors)

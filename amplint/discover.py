@@ -206,6 +206,32 @@ def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES) -> Discove
     return Discovered(files, missing)
 
 
+def project_root(settings: Settings, paths: list[str]) -> str:
+    """The project's root: the directory of the [tool.amplint] configuration, else of the
+    nearest pyproject.toml above the paths, else the paths' common directory (above its
+    top-level package when it is inside one)."""
+    if settings.config_path:
+        return os.path.dirname(os.path.abspath(settings.config_path))
+    given = [os.path.abspath(p) for p in paths if p != "-"] or [os.getcwd()]
+    try:
+        common = os.path.commonpath(given)
+    except ValueError:
+        common = os.getcwd()
+    if not os.path.isdir(common):
+        common = os.path.dirname(common)
+    d = common
+    while True:
+        if os.path.isfile(os.path.join(d, "pyproject.toml")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    while os.path.isfile(os.path.join(common, "__init__.py")):  # above the top package
+        common = os.path.dirname(common)
+    return common
+
+
 def _gitignore(d: str) -> _FastSpec | None:
     gi = os.path.join(d, ".gitignore")
     try:
@@ -222,8 +248,10 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
     try:
         st = os.stat(d) if dir_stat is None else dir_stat
         ident = ("dir", st.st_dev, st.st_ino)
+        dev = st.st_dev
     except OSError:
         ident = ("dir", os.path.realpath(d))
+        dev = 0
     if ident in seen:  # symlink loops
         return
     seen.add(ident)
@@ -273,4 +301,18 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
                 entry_stat = None
             _walk(entry.path, sub_prefix, sub_anc, ex, use_gitignore, files, seen, suffixes, sub_stack, entry_stat)
         elif name.endswith(suffixes):
+            # a file reachable through several symlinked paths is checked once, under the
+            # path walked first (inode identity; DirEntry.inode() costs no system call)
+            try:
+                if entry.is_symlink():
+                    target = os.stat(entry.path)
+                    fid = ("file", target.st_dev, target.st_ino)
+                else:
+                    fid = ("file", dev, entry.inode())
+            except OSError:
+                fid = None
+            if fid is not None:
+                if fid in seen:
+                    continue
+                seen.add(fid)
             files.append(entry.path)

@@ -173,15 +173,66 @@ def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileRe
     from amplint.runner import DEFAULT_PER_FILE_TIMEOUT, run
 
     timeout = DEFAULT_PER_FILE_TIMEOUT if opts.per_file_timeout is None else opts.per_file_timeout
-    return run(files, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
+    results = run(files, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
+    return project_pass(results, list(opts.paths) or ["."], settings)
 
 
 def _configure_engine(settings: Settings) -> None:
     """The analysis engine loads only when something is analysed (the runner configures it
-    then; a warm-cache run loads none of it); fixing and stdin analyse here."""
+    then; a warm-cache run loads none of it); fixing, stdin and project mode analyse here."""
     from amplint import analyze
 
     analyze.configure(settings.target_torch_version)
+
+
+def project_pass(results: list[FileResult], paths: list[str], settings: Settings) -> list[FileResult]:
+    """Phases 2 and 3 of project mode: index the project (module names of every file under the
+    source roots; the analysed files' summaries, the others summarised on demand) and
+    re-analyse, with the index, the files that call into other modules of the project."""
+    from amplint.discover import discover, project_root
+    from amplint.model.index import ProjectIndex
+
+    root = project_root(settings, paths)
+    roots = [os.path.normpath(os.path.join(root, s)) for s in settings.src]
+    given = {os.path.abspath(p) for p in paths}
+    module_files = [r.path for r in results]
+    if os.path.abspath(root) not in given:  # a few files or a sub-folder: the index covers the project
+        module_files += discover([root], settings, suffixes=(".py",)).files
+    summaries = {r.path: r.summary for r in results if r.summary is not None}
+    index = ProjectIndex(roots, module_files, summaries)
+    out = []
+    for r in results:
+        if r.summary is not None and not r.errors and _calls_out(index, r):
+            _configure_engine(settings)
+            out.append(_reanalyse(r, index))
+        else:
+            out.append(r)
+    return out
+
+
+def _calls_out(index, r: FileResult) -> bool:
+    """Does a function of ``r`` call a function of another project file that does something
+    AMP rules care about?"""
+    me = os.path.abspath(r.path)
+    for f in r.summary.functions.values():
+        for c in f.calls:
+            hit = index.resolve(r.path, c.callee, f.cls)
+            if hit is not None and hit[0] != me and hit[1].interesting:
+                return True
+    return False
+
+
+def _reanalyse(r: FileResult, index) -> FileResult:
+    from amplint.analyze import analyze_text
+    from amplint.source import SourceError, read_source
+
+    if r.path.endswith(".ipynb"):
+        return r
+    try:
+        text = read_source(r.path).text
+    except SourceError:
+        return r
+    return analyze_text(text, r.path, index=index)
 
 
 def applicable(d: Diagnostic, unsafe: bool) -> bool:

@@ -23,7 +23,7 @@ DEFAULT_EXCLUDE = (
 
 KNOWN_KEYS = {
     "select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "preview",
-    "target-torch-version", "cache-dir", "respect-gitignore", "force-exclude",
+    "target-torch-version", "cache-dir", "respect-gitignore", "force-exclude", "src",
 }
 
 DEFAULT_TARGET_TORCH = "2.4"
@@ -38,7 +38,7 @@ class Settings:
 
     __slots__ = (
         "select", "extend_select", "ignore", "exclude", "extend_exclude", "per_file_ignores", "preview",
-        "target_torch_version", "cache_dir", "respect_gitignore", "force_exclude", "root", "config_path",
+        "target_torch_version", "cache_dir", "respect_gitignore", "force_exclude", "root", "config_path", "src",
     )
 
     def __init__(
@@ -56,6 +56,7 @@ class Settings:
         force_exclude: bool = False,
         root: str | None = None,
         config_path: str | None = None,
+        src: tuple[str, ...] = (".", "src"),
     ):
         values = dict(locals())
         del values["self"]
@@ -84,7 +85,7 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What the cached analysis depends on (selection and noqa are applied after)."""
-        return f"torch={self.target_torch_version};preview={self.preview}"
+        return f"torch={self.target_torch_version};preview={self.preview};src={','.join(self.src)}"
 
 
 def find_config(start: str) -> str | None:
@@ -168,6 +169,8 @@ def load_settings(config_path: str | None) -> Settings:
         if not isinstance(v, str) or not _parse_version(v):
             raise ConfigError(f"{config_path}: `target-torch-version` must be a version string such as \"2.4\"")
         kw["target_torch_version"] = v
+    if "src" in table:
+        kw["src"] = _str_list(config_path, "src", table["src"])
     if "cache-dir" in table:
         v = table["cache-dir"]
         if not isinstance(v, str):

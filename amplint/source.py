@@ -81,12 +81,20 @@ class ChangedOnDisk(Exception):
     pass
 
 
+class ReadOnly(SourceError):
+    """The file's owner cannot write it (mode 0444, or a user without write permission)."""
+
+
 def atomic_write(src: Source, new_text: str) -> None:
     """Replace ``src.path`` with ``new_text`` unless the file changed since it was read.
 
     A symlink is kept: its target is rewritten. The new content goes to a hidden
     ``.amplint-*.tmp`` beside the target and is renamed over it, so a crash at any point
-    leaves the original intact (a hard kill may leave the temp file behind)."""
+    leaves the original intact (a hard kill may leave the temp file behind); mode, owner and
+    group are kept. A file with several hard links is rewritten in place (a rename would give
+    this name a new inode and leave the other names with the old text). A file that is not
+    writable (no write bit for its owner, or no permission for this user) is never rewritten:
+    ``ReadOnly``."""
     data = encode(new_text, src.encoding)
     path = os.path.realpath(src.path)  # write through symlinks, never replace the link itself
     directory = os.path.dirname(path)
@@ -94,6 +102,11 @@ def atomic_write(src: Source, new_text: str) -> None:
         st = os.stat(path)
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
+    if not st.st_mode & stat_mod.S_IWUSR or not os.access(path, os.W_OK):
+        raise ReadOnly("read-only, not fixed")
+    if st.st_nlink > 1:
+        _write_in_place(path, src, data)
+        return
     import tempfile  # only a fix writes: `amplint check` does not load it
 
     fd, tmp = tempfile.mkstemp(prefix=".amplint-", suffix=".tmp", dir=directory)
@@ -108,13 +121,7 @@ def atomic_write(src: Source, new_text: str) -> None:
         except OSError:
             pass
         # compare as late as possible: a change made while we fixed is never overwritten
-        try:
-            with open(path, "rb") as fh:
-                current = fh.read()
-        except OSError as exc:
-            raise SourceError(exc.strerror or str(exc)) from None
-        if current != src.data:
-            raise ChangedOnDisk(src.path)
+        _unchanged(path, src)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -122,3 +129,30 @@ def atomic_write(src: Source, new_text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _unchanged(path: str, src: Source) -> None:
+    try:
+        with open(path, "rb") as fh:
+            current = fh.read()
+    except OSError as exc:
+        raise SourceError(exc.strerror or str(exc)) from None
+    if current != src.data:
+        raise ChangedOnDisk(src.path)
+
+
+def _write_in_place(path: str, src: Source, data: bytes) -> None:
+    """Rewrite a hard-linked file through its inode (every name sees the fix). Not atomic
+    against a crash mid-write, which is why it is only used where a rename would be wrong."""
+    try:
+        with open(path, "r+b") as fh:
+            current = fh.read()
+            if current != src.data:
+                raise ChangedOnDisk(src.path)
+            fh.seek(0)
+            fh.write(data)
+            fh.truncate()
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise SourceError(exc.strerror or str(exc)) from None

@@ -22,8 +22,10 @@ from amplint.diagnostics import (
     Fix,
     InsertStatement,
     MoveOutOfWith,
+    RenameImportModule,
     ReplaceExpression,
     ReplaceStatement,
+    RewriteCall,
 )
 
 MAX_PASSES = 10
@@ -45,6 +47,8 @@ class _Plan:
     after: dict = field(default_factory=dict)
     replace: dict = field(default_factory=dict)  # id(stmt) -> [statements] (empty: delete)
     move: dict = field(default_factory=dict)  # id(with) -> index of first moved statement
+    call: dict = field(default_factory=dict)  # id(call) -> (new func or None, [args to prepend])
+    module: dict = field(default_factory=dict)  # id(import from) -> new module expression
 
 
 class _Index:
@@ -52,29 +56,54 @@ class _Index:
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self.pos = wrapper.resolve(PositionProvider)
         self.stmt_at: dict[tuple[int, int], cst.CSTNode] = {}
-        self.line_stmt: dict[tuple[int, int], cst.SimpleStatementLine] = {}
+        # small statements: start -> (container line or one-line suite, the small statement)
+        self.small_at: dict[tuple[int, int], tuple[cst.CSTNode, cst.BaseSmallStatement]] = {}
         self.expr_at: dict[tuple[int, int, int, int], cst.CSTNode] = {}
         self.by_id: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}
         for node, rng in self.pos.items():
             start = (rng.start.line, rng.start.column)
             self.by_id[id(node)] = (start, (rng.end.line, rng.end.column))
             if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and node.decorators:
-                    pass  # ast anchors at the `def` line; decorated defs are never anchors
                 self.stmt_at.setdefault(start, node)
-                if isinstance(node, cst.SimpleStatementLine):
-                    for small in node.body:
-                        srng = self.pos[small]
-                        self.line_stmt[(srng.start.line, srng.start.column)] = node
+            if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                for small in node.body:
+                    srng = self.pos[small]
+                    self.small_at[(srng.start.line, srng.start.column)] = (node, small)
             elif isinstance(node, cst.BaseExpression):
                 key = (rng.start.line, rng.start.column, rng.end.line, rng.end.column)
                 self.expr_at.setdefault(key, node)
 
     def stmt(self, anchor) -> cst.CSTNode:
-        node = self.line_stmt.get(tuple(anchor)) or self.stmt_at.get(tuple(anchor))
+        """The unit an edit at ``anchor`` addresses: a whole line when the statement is alone
+        on it, else the one small statement (``a; b`` or a one-line suite ``if c: a; b``),
+        never its neighbours; or a compound statement."""
+        hit = self.small_at.get(tuple(anchor))
+        if hit is not None:
+            container, small = hit
+            if isinstance(container, cst.SimpleStatementLine) and len(container.body) == 1:
+                return container
+            return small
+        node = self.stmt_at.get(tuple(anchor))
         if node is None:
             raise FixConflict(f"no statement at {anchor}")
         return node
+
+    def line(self, anchor) -> cst.CSTNode:
+        """The whole line of the statement at ``anchor``, when it starts that line (a move
+        takes whole lines; it cannot split ``a; b``)."""
+        hit = self.small_at.get(tuple(anchor))
+        if hit is not None:
+            container, small = hit
+            if not isinstance(container, cst.SimpleStatementLine) or container.body[0] is not small:
+                raise FixConflict(f"statement at {anchor} shares its line with an earlier one")
+            return container
+        return self.stmt(anchor)
+
+    def import_from(self, anchor) -> cst.ImportFrom:
+        hit = self.small_at.get(tuple(anchor))
+        if hit is None or not isinstance(hit[1], cst.ImportFrom):
+            raise FixConflict(f"no `from ... import` at {anchor}")
+        return hit[1]
 
     def span(self, node) -> tuple[tuple[int, int], tuple[int, int]]:
         r = self.pos[node]
@@ -87,6 +116,16 @@ def _parse_statements(code: str) -> list[cst.BaseStatement]:
     return list(cst.parse_module(code if code.endswith("\n") else code + "\n").body)
 
 
+def _small_statements(stmts: list) -> list[cst.BaseSmallStatement]:
+    """``stmts`` as small statements (for an edit inside ``a; b`` or a one-line suite)."""
+    out: list[cst.BaseSmallStatement] = []
+    for st in stmts:
+        if not isinstance(st, cst.SimpleStatementLine):
+            raise FixConflict("a compound statement cannot go on a line shared with other statements")
+        out.extend(sm.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for sm in st.body)
+    return out
+
+
 def _footprint(index: _Index, fix: Fix) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     out = []
     for a in fix.actions:
@@ -94,8 +133,10 @@ def _footprint(index: _Index, fix: Fix) -> list[tuple[tuple[int, int], tuple[int
             out.append(index.span(index.stmt(a.anchor)))
         elif isinstance(a, MoveOutOfWith):
             out.append(index.span(index.stmt(a.with_anchor)))
-        elif isinstance(a, ReplaceExpression):
+        elif isinstance(a, (ReplaceExpression, RewriteCall)):
             out.append((tuple(a.start), tuple(a.end)))
+        elif isinstance(a, RenameImportModule):
+            out.append(index.span(index.import_from(a.anchor)))
     return out
 
 
@@ -111,20 +152,36 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
     for a in fix.actions:
         if isinstance(a, InsertStatement):
             node = index.stmt(a.anchor)
+            code = _parse_statements(a.code)
+            if isinstance(node, cst.BaseSmallStatement):
+                code = _small_statements(code)
             target = plan.after if a.where == "after" else plan.before
-            target.setdefault(id(node), []).extend(_parse_statements(a.code))
+            target.setdefault(id(node), []).extend(code)
         elif isinstance(a, ReplaceStatement):
             node = index.stmt(a.anchor)
-            plan.replace[id(node)] = _parse_statements(a.code)
+            code = _parse_statements(a.code)
+            if isinstance(node, cst.BaseSmallStatement):
+                code = _small_statements(code)
+            plan.replace[id(node)] = code
         elif isinstance(a, ReplaceExpression):
             key = (a.start[0], a.start[1], a.end[0], a.end[1])
             node = index.expr_at.get(key)
             if node is None:
                 raise FixConflict(f"no expression at {key}")
             plan.expr[id(node)] = cst.parse_expression(a.code)
+        elif isinstance(a, RewriteCall):
+            key = (a.start[0], a.start[1], a.end[0], a.end[1])
+            node = index.expr_at.get(key)
+            if not isinstance(node, cst.Call):
+                raise FixConflict(f"no call at {key}")
+            func = cst.parse_expression(a.func) if a.func is not None else None
+            plan.call[id(node)] = (func, [cst.Arg(cst.parse_expression(x)) for x in a.prepend])
+        elif isinstance(a, RenameImportModule):
+            node = index.import_from(a.anchor)
+            plan.module[id(node)] = cst.parse_expression(a.module)
         elif isinstance(a, MoveOutOfWith):
             w = index.stmt(a.with_anchor)
-            first = index.stmt(a.first)
+            first = index.line(a.first)
             if not isinstance(w, cst.With) or not isinstance(w.body, cst.IndentedBlock):
                 raise FixConflict("not a with block")
             body = list(w.body.body)
@@ -139,7 +196,7 @@ class _Apply(cst.CSTTransformer):
         # Only descend into nodes that contain a target: a fix re-renders its statements,
         # not the whole module (LibCST's full traversal is most of the cost on big files).
         self.by_id = index.by_id if index is not None else None
-        ids = set(plan.expr) | set(plan.before) | set(plan.after) | set(plan.replace) | set(plan.move)
+        ids = set(plan.expr) | set(plan.before) | set(plan.after) | set(plan.replace) | set(plan.move) | set(plan.call) | set(plan.module)
         self.targets = [self.by_id[i] for i in ids if self.by_id is not None and i in self.by_id]
         if self.by_id is not None and len(self.targets) != len(ids):
             self.by_id = None  # a target without a position: visit everything
@@ -162,6 +219,10 @@ class _Apply(cst.CSTTransformer):
             if getattr(updated, "lpar", None) and hasattr(new, "lpar"):
                 new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return new
+        if oid in p.call:
+            return _rewrite_call(updated, *p.call[oid])
+        if oid in p.module:
+            return updated.with_changes(module=p.module[oid])
         if oid in p.before or oid in p.after or oid in p.replace or oid in p.move:
             out: list = list(p.before.get(oid, []))
             if oid in p.replace:
@@ -180,12 +241,46 @@ class _Apply(cst.CSTTransformer):
             if not out:
                 return cst.RemovalSentinel.REMOVE
             return cst.FlattenSentinel(out)
-        return updated
+        return super().on_leave(original, updated)  # leave_IndentedBlock & co.
 
     def leave_IndentedBlock(self, original, updated):
         if not updated.body:
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return updated
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if updated.body is original.body:
+            return updated
+        if not updated.body:  # every small statement of the line was deleted
+            return cst.RemovalSentinel.REMOVE
+        return updated.with_changes(body=_tidy_semicolons(updated.body))
+
+    def leave_SimpleStatementSuite(self, original, updated):
+        if updated.body is original.body:
+            return updated
+        if not updated.body:
+            return updated.with_changes(body=[cst.Pass()])
+        return updated.with_changes(body=_tidy_semicolons(updated.body))
+
+
+def _rewrite_call(call: cst.Call, func, prepend: list) -> cst.Call:
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    new = [a.with_changes(comma=comma) for a in prepend[:-1]] + prepend[-1:]
+    if new and call.args:
+        new[-1] = new[-1].with_changes(comma=comma)
+    changes: dict = {"args": [*new, *call.args]}
+    if func is not None:
+        changes["func"] = func
+    return call.with_changes(**changes)
+
+
+def _tidy_semicolons(body) -> list:
+    """After an edit inside ``a; b``: no trailing ``;`` on the last small statement."""
+    body = list(body)
+    last = body[-1]
+    if isinstance(last.semicolon, cst.Semicolon):
+        body[-1] = last.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+    return body
 
 
 WINDOW_MIN_LINES = 2000  # from this size on, LibCST sees only the top-level statements fixed
@@ -205,8 +300,10 @@ def _action_rows(fix: Fix) -> list[int]:
     for a in fix.actions:
         if isinstance(a, (InsertStatement, ReplaceStatement)):
             rows.append(a.anchor[0])
-        elif isinstance(a, ReplaceExpression):
+        elif isinstance(a, (ReplaceExpression, RewriteCall)):
             rows += [a.start[0], a.end[0]]
+        elif isinstance(a, RenameImportModule):
+            rows.append(a.anchor[0])
         elif isinstance(a, MoveOutOfWith):
             rows += [a.with_anchor[0], a.first[0]]
     return rows
@@ -218,9 +315,9 @@ def _shift(fix: Fix, off: int) -> Fix:
 
     acts = []
     for a in fix.actions:
-        if isinstance(a, (InsertStatement, ReplaceStatement)):
+        if isinstance(a, (InsertStatement, ReplaceStatement, RenameImportModule)):
             a = a._replace(anchor=row(a.anchor))
-        elif isinstance(a, ReplaceExpression):
+        elif isinstance(a, (ReplaceExpression, RewriteCall)):
             a = a._replace(start=row(a.start), end=row(a.end))
         elif isinstance(a, MoveOutOfWith):
             a = a._replace(with_anchor=row(a.with_anchor), first=row(a.first))
@@ -329,43 +426,63 @@ def _parses(text: str) -> bool:
 def fix_text(text: str, path: str, want, max_passes: int = MAX_PASSES):
     """Fix ``text`` to a fixed point. ``want(diagnostic, lines) -> bool`` says which findings to
     fix (given the diagnostic and the current text's lines, for noqa). Returns
-    (new_text, number_of_fixes_applied, converged)."""
+    (new_text, number_of_findings_fixed, converged).
+
+    The count is the number of findings that had an applicable fix and are gone afterwards
+    (per code), so it agrees with `check`'s "[*] N fixable" when every fix applies, and two
+    findings removed by one shared edit count as two."""
+    from collections import Counter
+
     from amplint.analyze import analyze_text
 
-    total = 0
+    original = text
+    first = None
+    converged = False
     for _ in range(max_passes):
         result = analyze_text(text, path)
+        if first is None:
+            first = result
         if result.errors:
             break
         lines = split_lines(text)
         fixes = [d.fix for d in result.diagnostics if d.fix is not None and want(d, lines)]
         if not fixes:
-            return text, total, True
+            converged = True
+            break
         try:
             new_text, applied = apply_fixes(text, fixes)
         except cst.ParserSyntaxError as exc:
-            if total:  # what the earlier passes fixed stands (it parsed with Python)
-                return text, total, True
-            raise CannotFix(f"LibCST cannot parse it (line {exc.raw_line}: {exc.message})") from None
+            if text == original:
+                raise CannotFix(f"LibCST cannot parse it (line {exc.raw_line}: {exc.message})") from None
+            converged = True  # what the earlier passes fixed stands (it parsed with Python)
+            break
         if not applied or new_text == text:
-            return text, total, True
+            converged = True
+            break
         if not _parses(new_text):
             # never write code that does not parse: try the fixes one at a time
-            progressed = False
             for fx in applied:
                 single, ok = apply_fixes(text, [fx])
                 if ok and single != text and _parses(single):
-                    text, total, progressed = single, total + 1, True
+                    text = single
                     break
-            if not progressed:
-                return text, total, True
+            else:
+                converged = True
+                break
             continue
         text = new_text
-        total += len(applied)
-    result = analyze_text(text, path)
-    lines = split_lines(text)
-    pending = [d for d in result.diagnostics if d.fix is not None and want(d, lines)]
-    return text, total, not pending
+    if text == original:
+        return text, 0, converged or not first.diagnostics
+    lines0 = split_lines(original)
+    fixable = Counter(d.code for d in first.diagnostics if d.fix is not None and want(d, lines0))
+    before = Counter(d.code for d in first.diagnostics)
+    last = analyze_text(text, path)
+    after = Counter(d.code for d in last.diagnostics)
+    fixed = sum(min(n, max(0, before[c] - after[c])) for c, n in fixable.items())
+    if not converged:
+        lines = split_lines(text)
+        converged = not any(d.fix is not None and want(d, lines) for d in last.diagnostics)
+    return text, fixed, converged
 
 
 def edits_for(text: str, fix: Fix) -> list[dict]:

@@ -11,7 +11,7 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
     """Returns (new results, number fixed, diffs, messages for files that could not be written)."""
     from amplint.analyze import analyze_text
     from amplint.fix.apply import CannotFix, fix_text, unified_diff
-    from amplint.source import ChangedOnDisk, SourceError, atomic_write
+    from amplint.source import ChangedOnDisk, ReadOnly, SourceError, atomic_write
 
     out: list[FileResult] = []
     fixed_total = 0
@@ -81,6 +81,10 @@ def fix_files(results: list[FileResult], opts, filt, text_cache):
                 continue
         try:
             atomic_write(src, file_text if nb is not None else new_text)
+        except ReadOnly as exc:
+            failures.append(Message(r.path, "E902", str(exc), 1, 0, 1, 0, is_error=True, name="io-error"))
+            out.append(r)
+            continue
         except ChangedOnDisk:
             failures.append(Message(r.path, "E902", "file changed on disk while fixing; left untouched", 1, 0, 1, 0, is_error=True))
             out.append(r)

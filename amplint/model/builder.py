@@ -238,7 +238,10 @@ class _Builder:
                     elif attr == "step":
                         new_events.append(Event("step", call, mc.stmt, mc.seq, f, mc.ctx, scaler=rk, optimizer=opt))
                     elif attr == "update":
-                        new_events.append(Event("update", call, mc.stmt, mc.seq, f, mc.ctx, scaler=rk))
+                        # update(new_scale) ends the iteration too, but only sets the scale: it never
+                        # raises "No inf checks were recorded" and is not a second update (amp-facts 3b)
+                        value = bool(call.args or call.keywords)
+                        new_events.append(Event("update", call, mc.stmt, mc.seq, f, mc.ctx, scaler=rk, extra={"value": value}))
                     elif attr == "state_dict":
                         new_events.append(Event("scaler_state", call, mc.stmt, mc.seq, f, mc.ctx, scaler=rk))
                     continue
@@ -291,8 +294,15 @@ class _Builder:
         return None
 
 
-def build_model(source: str, tree: ast.Module) -> FileModel:
-    return _Builder(source, tree).build()
+def build_model(source: str, tree: ast.Module, path: str | None = None, index=None) -> FileModel:
+    """The loop model of one file. ``path`` and the project ``index`` let the walker see
+    through project wrappers (a scaler factory, an autocast context manager)."""
+    b = _Builder(source, tree)
+    if path is not None:
+        b.m.path = path
+    if index is not None:
+        b.m.index = index
+    return b.build()
 
 
 def iter_stmts(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:

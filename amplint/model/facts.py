@@ -22,11 +22,14 @@ class Loop:
 class Autocast:
     """One ``with`` item that enters a torch autocast region (enabled: yes/maybe/no)."""
 
-    def __init__(self, node, with_node, enabled, call):
+    def __init__(self, node, with_node, enabled, call, dtype=None):
         self.node = node
         self.with_node = with_node
         self.enabled = enabled
         self.call = call
+        self.dtype = dtype  # "cuda:float16", "cpu:bfloat16"... when a project wrapper says so
+        self.ctx = None  # the Ctx the region is entered in
+        self.func = None
 
 
 class Lit(NamedTuple):

@@ -25,6 +25,7 @@ AMP_TOKENS = frozenset(
         "float", "dtype", "fp8", "grad_scaler", "gradscaler", "use_amp", "enable_amp",
     }
 )
+WRAPPER_NAME = re.compile(r"scaler|autocast|amp|precision|mixed", re.IGNORECASE)
 GUARD_TEXT = re.compile(r"hasattr|version|TORCH_|is_torch|_torch_|getattr")
 
 
@@ -49,10 +50,14 @@ class FileModel:
         self.refs: list[Ref] = []
         self.imports: list[ImportInfo] = []
         self.autocast_calls: list[tuple[ast.Call, Func, Ctx, ast.stmt]] = []
+        self.autocast_regions: list = []  # every `with` item entering autocast (facts.Autocast)
         self.qual_calls: list[CallSite] = []
         self.annotated_scalers: set[Key] = set()
         self.aliases: set[str] = set()  # names assigned a torch AMP object (GS = torch.cuda.amp.GradScaler)
         self.target_torch_version = "2.4"  # set by the engine from settings
+        self.path = "<string>"  # set by the engine
+        self.masked = False  # parsed with definitions left out (amplint.parse)
+        self._index = None  # the project index (amplint.model.index), set by the engine or made lazily
         self._status: dict[Key, str] = {}
         self._seq = 0
         self.mentions_torch_amp = any(
@@ -110,6 +115,82 @@ class FileModel:
         start = getattr(node, "lineno", 1)
         end = getattr(node, "end_lineno", None) or len(self.lines)
         return name in "".join(self.lines[start - 1 : end])
+
+    # ------------------------------------------------------------------ project
+    @property
+    def index(self):
+        """The project index; without a project, one of this file alone (its own helpers,
+        even those the masked parse left out, are summarised on demand)."""
+        if self._index is None:
+            import os
+
+            from amplint.model.index import ProjectIndex
+
+            d = os.path.dirname(os.path.abspath(self.path))
+            self._index = ProjectIndex([d], [self.path], texts={self.path: self.source})
+        return self._index
+
+    @index.setter
+    def index(self, value) -> None:
+        self._index = value
+
+    def wrapper_returns(self, call: ast.Call, func) -> tuple[str | None, str | None]:
+        """What a project function called as ``call`` returns: ``("GradScaler", None)`` for a
+        scaler factory, ``("autocast", dtype)`` for an autocast wrapper (a function returning
+        ``torch.autocast(...)`` or a ``@contextmanager`` yielding inside one); ``(None, None)``
+        when unknown. Only names that say so (``scaler``, ``autocast``, ``amp``, ``precision``)
+        are looked up, so most calls cost nothing."""
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if not WRAPPER_NAME.search(name or ""):
+            return None, None
+        q = qualify(call.func, func.scopes())
+        cls = None
+        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name):
+            g = func
+            while g is not None:
+                if g.self_name == call.func.value.id and g.cls is not None:
+                    q, cls = "self." + call.func.attr, g.cls.qualname
+                    break
+                g = g.parent
+        if not q or q.startswith("torch."):
+            return None, None
+        hit = self.index.resolve(self.path, q, cls)
+        if hit is None:
+            return None, None
+        facts = self.index.facts(*hit)
+        return facts.returns, facts.returns_dtype
+
+    def project_callee(self, call: CallSite):
+        """``(path, FuncSummary, Facts)`` of the project function ``call`` calls (same file or
+        another module of the project), or None when it does not resolve (unknown)."""
+        q = call.qualname
+        cls = None
+        callee = call.callee
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+            g = call.func
+            while g is not None:
+                if g.self_name == callee.value.id and g.cls is not None:
+                    q, cls = "self." + callee.attr, g.cls.qualname
+                    break
+                g = g.parent
+        if not q or q.startswith("torch."):
+            return None
+        if isinstance(callee, ast.Name) and q == callee.id and not self._may_be_own_function(callee.id, call.func):
+            return None
+        hit = self.index.resolve(self.path, q, cls)
+        if hit is None:
+            return None
+        return hit[0], hit[1], self.index.facts(*hit)
+
+    def _may_be_own_function(self, name: str, func) -> bool:
+        """Can the bare, unimported ``name`` be a function defined in this file? Not a local
+        or parameter; a declared top-level function, or any name when the parse was masked
+        (a definition without AMP tokens is not in the tree)."""
+        if self.name_key(name, func)[0] == "L":
+            return False
+        if name in self.toplevel:
+            return True
+        return self.masked
 
     # ------------------------------------------------------------------ scalers
     def scaler_status(self, key: Key | None) -> str:

@@ -126,10 +126,16 @@ def qualify(node: ast.AST, scopes: list[dict[str, str]]) -> str | None:
     return base + "." + ".".join(parts[1:])
 
 
+_CANONICAL_TOKENS = frozenset({"GradScaler", "autocast", "clip"})
+
+
 def canonical(qualname: str | None) -> str | None:
     """Fold the many spellings of torch's AMP objects onto one name."""
     if qualname is None:
         return None
+    if qualname in _CANONICAL_TOKENS:
+        # a bare name that no import binds (a project's own `class GradScaler`): not torch's
+        return "?" + qualname
     if qualname in SCALER_CTORS:
         return "GradScaler"
     if qualname in AUTOCAST:

@@ -171,7 +171,10 @@ class _Walker:
                 self.expr(item.context_expr, ctx, s)
                 ac = self.autocast_item(item.context_expr, s)
                 if ac is not None:
+                    ac.ctx = ctx  # the context the region is entered in (its loops)
+                    ac.func = self.f
                     regions.append(ac)
+                    m.autocast_regions.append(ac)
                 if item.optional_vars is not None:
                     self.assign_target(item.optional_vars, None, s, ctx)
             inner = ctx._replace(autocasts=ctx.autocasts + tuple(regions)) if regions else ctx
@@ -275,6 +278,12 @@ class _Walker:
                     else:
                         enabled = "maybe"
                 return Autocast(expr, with_node, enabled, expr)
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr == "autocast" and "accelerator" in ast.unparse(expr.func.value).lower():
+                return Autocast(expr, with_node, "maybe", None)  # accelerate's: on with its mixed precision
+            ret, dtype = m.wrapper_returns(expr, self.f)
+            if ret == "autocast":  # a project wrapper: a @contextmanager or a function returning torch.autocast(...)
+                flag = any(kw.arg == "enabled" and not isinstance(kw.value, ast.Constant) for kw in expr.keywords)
+                return Autocast(expr, with_node, "maybe" if flag or expr.args else "yes", None, dtype)
             return None
         if isinstance(expr, (ast.Name, ast.Attribute)):
             key = m.key_of_expr(expr, self.f)
@@ -327,6 +336,11 @@ class _Walker:
             if q is not None and q.split(".")[-1][:1].isupper():
                 # A class construction of something else (fairseq/apex/own scalers).
                 return "veto", None
+            ret, _dtype = m.wrapper_returns(value, self.f)
+            if ret == "GradScaler":  # a project scaler factory: def create_grad_scaler(): return GradScaler(...)
+                return "ctor", None
+            if ret == "autocast":
+                return "autocast", None
             return "unknown", None
         if isinstance(value, ast.BinOp):
             for side in (value.left, value.right):
@@ -338,6 +352,8 @@ class _Walker:
             q = canonical(qualify(value, scopes))
             if q == "autocast":
                 return "autocast", None
+            if isinstance(value, ast.Attribute) and value.attr == "autocast" and "accelerator" in ast.unparse(value.value).lower():
+                return "autocast", None  # ctx = accelerator.autocast
             if q == "GradScaler":
                 return "unknown", None
             key = m.key_of_expr(value, self.f)

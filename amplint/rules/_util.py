@@ -73,3 +73,32 @@ def same_iteration(model: FileModel, early, late) -> bool:
 def plain_expr(node: ast.AST) -> bool:
     """An expression the fixer can replace in place (no surrounding parentheses to lose)."""
     return isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+
+
+def alone_on_line(model: FileModel, stmt: ast.stmt) -> bool:
+    """``stmt`` fills its lines: nothing but indentation before it and at most a comment after
+    it (not ``a; b``, not the body of a one-line ``if c: a``). Only such a statement can be
+    replaced by a compound statement."""
+    row, col, erow, ecol = model.span(stmt)
+    lines = model.lines
+    if erow > len(lines):
+        return False
+    before = lines[row - 1][:col]
+    after = lines[erow - 1][ecol:].strip()
+    return not before.strip() and (not after or after.startswith("#"))
+
+
+def branch_guard(model: FileModel, func, lits) -> str | None:
+    """The test that selects one ``if`` arm, as source text: ``lits`` must be a single branch
+    literal of an ``if`` (not try/except, not an elif chain). None otherwise."""
+    lits = [lit for lit in lits]
+    if len(lits) != 1 or lits[0].key is None:
+        return None
+    lit = lits[0]
+    node = next((n for n in ast.walk(func.node) if id(n) == lit.group and isinstance(n, ast.If)), None)
+    if node is None:
+        return None
+    test = model.text(node.test)
+    if "\n" in test:
+        return None
+    return test if lit.arm == 0 else f"not ({test})"

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+
 from amplint.diagnostics import Fix, InsertStatement
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
@@ -49,8 +51,10 @@ for x, y in loader:
 
 ## Fix safety
 The fix inserts `scaler.update()` right after the iteration's last `scaler.step(...)`, at
-the same indentation (inside the same accumulation guard). It is safe: the code could not
-run a second iteration without it.
+the same indentation (inside the same accumulation guard; on the same line after a `;` or in
+a one-line suite). It is safe: the code could not run a second iteration without it. It is
+not offered when the step is a `return` statement (the update would be dead code), when
+the step is part of a larger statement, or when the function updates the scaler elsewhere.
 """
     valid = [
         # canonical loop
@@ -224,6 +228,8 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
         flagged: dict[tuple, object] = {}
         for e in model.events("step"):
             key = e.scaler
+            if key[0] == "A" and not model.constructions(key):
+                continue  # a scaler handed to the object (`self.scaler = scaler`): its owner updates it, or not
             loop = model.iteration_loop(e)
             if loop is not None:
                 if model.may_update(e.func, key, within=loop):
@@ -318,7 +324,8 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
             s = receiver_text(model, e.node)
             fix = None
             elsewhere = any(u.kind == "update" and u.scaler == e.scaler for u in e.func.events)
-            if simple_stmt(e) and not elsewhere:
+            # never after a `return` (`return self.scaler.step(opt)`: dead code)
+            if simple_stmt(e) and not isinstance(e.stmt, ast.Return) and not elsewhere:
                 fix = Fix(
                     "safe",
                     f"Insert `{s}.update()` after `{s}.step(...)`",

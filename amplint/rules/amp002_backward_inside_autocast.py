@@ -7,6 +7,21 @@ from amplint.rules import Invalid, Rule
 from amplint.rules._util import stmt_anchor
 
 # Statement kinds that may move out of an autocast block without changing meaning.
+# calls that read parameters or values, never a forward pass
+_NOT_FORWARD = {"parameters", "named_parameters", "item", "detach", "float", "size", "numel", "len", "zero_grad"}
+
+
+def _computes(stmt: ast.stmt, event_nodes: set[int]) -> bool:
+    """Does ``stmt`` call anything but AMP events and parameter/value reads (a model, a loss
+    function)? Such a call would leave autocast with the statement."""
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Call) and id(n) not in event_nodes:
+            name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)
+            if name not in _NOT_FORWARD:
+                return True
+    return False
+
+
 _MOVABLE = {"backward", "unscale", "clip", "step", "update", "zero_grad", "opt_step", "scale", "framework_backward"}
 
 
@@ -50,9 +65,13 @@ scaler.update()
 ## Fix safety
 The fix moves the backward statement, and every statement after it in the same `with`
 block, out of the block. It is safe when everything that moves is backward, `unscale_`,
-clipping, `step`, `update` or `zero_grad`; otherwise it is unsafe (other moved statements
-would run outside autocast). No fix is offered when the backward is nested deeper than the
-block's own statements, or when the `with` enters other context managers too.
+clipping, `step`, `update` or `zero_grad` and calls nothing else than those and parameter
+reads (`model.parameters()`, `loss.item()`); otherwise it is unsafe (other moved statements
+would run outside autocast). No fix is offered when the backward's own statement computes
+the forward or the loss (`scaler.scale(loss_fn(model(x), y)).backward()`: moved, the forward
+would run in fp32), when the backward is nested deeper than the block's own statements, when
+it shares its line with an earlier statement, or when the `with` enters other context
+managers too.
 """
     valid = [
         """
@@ -167,12 +186,13 @@ with torch.autocast("cuda"):
     ]
 
     def check(self, model):
+        yield from self._through_calls(model)
         for e in model.events():
             if e.kind != "backward":
                 continue
             regions = [a for a in e.ctx.autocasts if a.enabled != "no"]
-            if not regions:
-                continue
+            if not regions or e.ctx.autocasts[-1].enabled == "no":
+                continue  # outside autocast, or in an explicitly disabled inner region
             region = regions[-1]
             yield self.diagnostic(
                 model,
@@ -182,6 +202,25 @@ with torch.autocast("cuda"):
                 self._fix(model, e, region),
                 e.stmt,
             )
+
+    def _through_calls(self, model):
+        """A call made inside an enabled autocast region to a project function (this file or
+        another module) that runs a backward pass itself or through its callees."""
+        for f in model.funcs:
+            for c in f.calls:
+                acs = c.ctx.autocasts
+                if not acs or acs[-1].enabled == "no" or not any(a.enabled != "no" for a in acs):
+                    continue
+                hit = model.project_callee(c)
+                if hit is None or not hit[2].backward:
+                    continue
+                name = model.text(c.node.func)
+                yield self.diagnostic(
+                    model, c.node,
+                    f"`{name}()` runs `backward()` and is called inside an autocast region; call it after the "
+                    f"`with` block (run only the forward pass and the loss under autocast)",
+                    None, c.stmt,
+                )
 
     def _fix(self, model, e, region):
         w = region.with_node
@@ -198,9 +237,14 @@ with torch.autocast("cuda"):
         kinds_by_stmt: dict[int, set[str]] = {}
         for ev in e.func.events:
             kinds_by_stmt.setdefault(id(ev.stmt), set()).add(ev.kind)
+        event_nodes = {id(ev.node) for ev in e.func.events}
+        if _computes(e.stmt, event_nodes):
+            return None  # the backward's own statement runs the forward: moving it changes its precision
         for s in moved:
             kinds = kinds_by_stmt.get(id(s), set())
             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and kinds and kinds <= _MOVABLE):
+                safe = False
+            elif _computes(s, event_nodes):
                 safe = False
         return Fix(
             "safe" if safe else "unsafe",

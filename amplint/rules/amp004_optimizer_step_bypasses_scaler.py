@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
+import ast
+
+from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement, RewriteCall
 from amplint.model import amp_ish
 from amplint.rules import Invalid, Rule
-from amplint.rules._util import scaler_text, simple_stmt, stmt_anchor
+from amplint.rules._util import alone_on_line, branch_guard, scaler_text, simple_stmt, stmt_anchor
 
 
 class OptimizerStepBypassesScaler(Rule):
@@ -202,13 +204,28 @@ for i, x in enumerate(loader):
         return b
 
     def _fix(self, model, f, p, b, s):
-        (r, c, er, ec) = model.span(p.node)
-        actions = [ReplaceExpression((r, c), (er, ec), f"{s}.step({p.optimizer})")]
         follows = any(
             u.kind == "update" and u.scaler == b.scaler and u.seq > p.seq and u.co_occurs(p) for u in f.events
         )
+        extra = b.ctx.lits - p.ctx.lits
+        if extra:
+            # the scaled backward runs only in one branch (`if scaler is not None:` /
+            # `if use_amp:`); the other branch's gradients are plain: step them as before
+            guard = branch_guard(model, f, extra)
+            if guard is None or not alone_on_line(model, p.stmt) or not isinstance(p.stmt, ast.Expr):
+                return None
+            body = f"{s}.step({p.optimizer})" + ("" if follows else f"\n    {s}.update()")
+            if "\n" in model.text(p.stmt):
+                return None
+            row, _c, erow, ecol = model.span(p.stmt)
+            comment = model.lines[erow - 1][ecol:].rstrip("\r\n")  # `  # the step`, kept
+            code = f"if {guard}:\n    {body}\nelse:\n    {model.text(p.stmt)}{comment}"
+            return Fix("safe", f"Use `{s}.step({p.optimizer})` where the backward was scaled",
+                       (ReplaceStatement(stmt_anchor(model, p.stmt), code),))
+        (r, c, er, ec) = model.span(p.node)
+        actions = [RewriteCall((r, c), (er, ec), f"{s}.step", (p.optimizer,))]
         if not follows:
-            if not simple_stmt(p):
+            if not simple_stmt(p) or isinstance(p.stmt, ast.Return):
                 return None
             actions.append(InsertStatement(stmt_anchor(model, p.stmt), f"{s}.update()"))
         return Fix("safe", f"Use `{s}.step({p.optimizer})`", tuple(actions))

@@ -48,8 +48,11 @@ scaler.update()
 ## Fix safety
 The fix inserts `scaler.unscale_(optimizer)` right before the clip, for the optimizer the
 scaler steps in that iteration. It is safe: `scaler.step` does not unscale again. It is
-offered only when one optimizer is stepped, the clip is not inside a loop of its own, and
-no `unscale_` follows the clip (a second `unscale_` would raise).
+offered only when one optimizer is stepped, the clip runs exactly as often as the step (the
+same loops, and no condition on the step that the clip lacks: a clip on every micro-batch
+with the step under `if (i + 1) % accum == 0:` would unscale twice per step and raise), the
+clip is not a `return` statement, and no `unscale_` follows the clip (a second `unscale_`
+would raise). A norm divided by `scaler.get_scale()` by hand is not reported.
 """
     valid = [
         """
@@ -213,7 +216,7 @@ for x in loader:
                 if not s_list or scaler_disabled(model, b.scaler):
                     continue
                 s = s_list[0]
-                if self._unscaled_before(model, f, b, c):
+                if self._unscaled_before(model, f, b, c) or _divided_by_scale(c):
                     continue
                 st = scaler_text(model, f, b.scaler)
                 opts = {x.optimizer for x in s_list if x.loops == s.loops}
@@ -224,9 +227,13 @@ for x in loader:
                 loop_opt = any(
                     s.optimizer and s.optimizer in loop.targets for loop in s.loops
                 )
+                # the unscale_ goes right before the clip, so the clip must run exactly as often as
+                # the step: same loops and no guard on the step that the clip lacks (a clip on every
+                # micro-batch with the step under `if (i + 1) % accum == 0:` would unscale twice)
                 if (
                     len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt
-                    and c.loops == s.loops and simple_stmt(c)
+                    and c.loops == s.loops and not (s.ctx.lits - c.ctx.lits) and simple_stmt(c)
+                    and not isinstance(c.stmt, ast.Return)
                 ):
                     fix = Fix(
                         "safe",
@@ -288,6 +295,15 @@ for x in loader:
             elif b.scaler and b.scaler[0] == "A" and model.calls_self_unknown(call):
                 return True
         return False
+
+
+def _divided_by_scale(c) -> bool:
+    """A norm unscaled by hand: ``total_norm(...) / scaler.get_scale()``."""
+    for n in ast.walk(c.stmt):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and any(x is c.node for x in ast.walk(n.left)):
+            if any(isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get_scale" for x in ast.walk(n.right)):
+                return True
+    return False
 
 
 class _Read:

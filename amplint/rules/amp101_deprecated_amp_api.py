@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
-from amplint.diagnostics import Fix, ReplaceExpression, ReplaceStatement
+from amplint.diagnostics import Fix, RenameImportModule, ReplaceExpression, ReplaceStatement
 from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import stmt_anchor
@@ -98,7 +98,12 @@ It is safe when the project targets torch >= 2.4 (`target-torch-version`, defaul
 the replacements exist and behave the same (`torch.amp.GradScaler` needs 2.3,
 `torch.amp.custom_fwd(device_type=...)` 2.4). For an older target the fix is display-only.
 No fix is offered for a non-call use (an alias, `isinstance`, `partial(...)`) of `autocast` or
-`custom_fwd`, or when a module alias is also used for other attributes.
+`custom_fwd`, or when a module alias is also used for other attributes. A non-call use of
+`torch.cuda.amp.GradScaler` is rewritten only where it is used as a class (an annotation,
+`isinstance`/`issubclass`): an alias (`GS = torch.cuda.amp.GradScaler`) or a factory argument
+is left alone, since `torch.amp.GradScaler` takes the device as its first parameter and a
+call `GS(4096.0)` would then get the device `4096.0`. A `from torch.cuda.amp import (...)`
+keeps its parentheses and comments: only the module name changes.
 """
     valid = [
         """
@@ -419,6 +424,10 @@ with ac():
         if r.role == "decorator" and name in ("custom_fwd", "custom_bwd"):
             return ReplaceExpression((r1, c1), (r2, c2), f'{new_func}(device_type="{dev}")')
         if name == "GradScaler" and dev == "cuda" and r.role in ("load", "arg"):
+            if not _class_only(model, r):
+                # an alias or a factory (`GS = torch.cuda.amp.GradScaler`; `GS(4096.0)`): the torch.amp
+                # class takes the device first, so every call through it would need rewriting
+                return False
             return None if new_func == model.text(r.node) else ReplaceExpression((r1, c1), (r2, c2), new_func)
         return False
 
@@ -444,16 +453,14 @@ with ac():
                 return None
             a = node.names[0]
             names = []
-            new_import = "from torch import amp" + (f" as {a.asname}" if a.asname else "")
+            new_import = RenameImportModule(stmt_anchor(model, node), "torch")
         elif isinstance(node, ast.ImportFrom):
             if node.level or node.module not in DEPRECATED_MODULES:
                 return None
             names = [a.name for a in node.names]
             if any(f"{node.module}.{n}" not in DEPRECATED for n in names):
                 return None
-            new_import = "from torch.amp import " + ", ".join(
-                a.name + (f" as {a.asname}" if a.asname else "") for a in node.names
-            )
+            new_import = RenameImportModule(stmt_anchor(model, node), "torch.amp")
         else:
             if len(node.names) != 1:
                 return None
@@ -462,7 +469,7 @@ with ac():
                 return None
             names = []
             new_import = f"import torch.amp as {a.asname}"
-        actions = [ReplaceStatement(stmt_anchor(model, node), new_import)]
+        actions = [new_import if isinstance(new_import, RenameImportModule) else ReplaceStatement(stmt_anchor(model, node), new_import)]
         for r in refs:
             parts = dotted(r.node)
             if r.qualname not in DEPRECATED or len(parts) > 2:
@@ -474,6 +481,20 @@ with ac():
             if act is not None:
                 actions.append(act)
         return Fix(self._applicability(model, names), "Use `torch.amp`", tuple(actions))
+
+
+def _class_only(model, r) -> bool:
+    """The reference is used as a class, never called through another name: an annotation,
+    or an argument of ``isinstance``/``issubclass`` (not an alias assignment, not a factory
+    argument)."""
+    if r.role == "load":
+        return not isinstance(r.stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)) or not any(
+            n is r.node for n in ast.walk(getattr(r.stmt, "value", None) or ast.Pass())
+        )
+    for c in model.qual_calls:
+        if any(a is r.node for a in c.node.args):
+            return c.qualname in ("isinstance", "issubclass")
+    return False
 
 
 def _encloses(outer, inner) -> bool:

@@ -178,18 +178,21 @@ for x, y in loader:
     ]
 
     def check(self, model):
-        if not model.autocast_calls:
+        regions = [(call, f, ctx, stmt, True) for call, f, ctx, stmt in model.autocast_calls]
+        regions += self._wrapper_regions(model)
+        if not regions:
             return
         if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
             return  # a scaler is in use (under any name)
         if FRAMEWORK.search(model.source):
             return
-        for call, f, ctx, stmt in model.autocast_calls:
-            if not ctx.loops or autocast_enabled_off(call):
+        for call, f, ctx, stmt, direct in regions:
+            if not ctx.loops or (direct and autocast_enabled_off(call)):
                 continue
-            dev, dtype = described(model, call, f)
-            if dev != "cuda" or dtype != "float16":
-                continue
+            if direct:
+                dev, dtype = described(model, call, f)
+                if dev != "cuda" or dtype != "float16":
+                    continue
             loop = ctx.loops[-1]
             backs = [e for e in f.events if e.kind == "backward" and loop in e.loops]
             steps = [e for e in f.events if e.kind == "opt_step" and loop in e.loops]
@@ -204,6 +207,13 @@ for x, y in loader:
                 self._fix(model, f, ctx, loop, backs, steps),
                 stmt,
             )
+
+    @staticmethod
+    def _wrapper_regions(model):
+        """``with my_autocast():`` where the project wrapper enters a CUDA float16 autocast."""
+        for a in model.autocast_regions:
+            if a.call is None and a.dtype == "cuda:float16" and a.enabled == "yes":
+                yield a.node, a.func, a.ctx, a.with_node, False
 
     @staticmethod
     def _fix(model, f, ctx, loop, backs, steps):

@@ -112,13 +112,14 @@ class Trainer:
     ]
 
     def check(self, model):
-        saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
-        if not saves:
-            return
         keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k)]
         if not keys:
             return
         saved = {e.scaler for e in model.events("scaler_state")}
+        yield from self._through_helpers(model, keys, saved)
+        saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
+        if not saves:
+            return
         seen: set[int] = set()
         for c in saves:
             f = c.func
@@ -143,6 +144,71 @@ class Trainer:
                 None,
                 c.stmt,
             )
+
+    def _through_helpers(self, model, keys, saved):
+        """A checkpoint written by a helper (same file or another module, resolved through
+        the project index): the training function hands it a dict without the scaler state,
+        or calls a helper that builds the dict itself and cannot save the scaler, or leaves
+        out the scaler argument a helper saves when given."""
+        for c in model.qual_calls:
+            if c.qualname in ("torch.save", None) or not c.node.args and not c.node.keywords:
+                continue
+            in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
+            if not in_scope:
+                continue
+            hit = model.project_callee(c)
+            if hit is None:
+                continue
+            _path, callee, facts = hit
+            if any(self._registered(model, k, resolved=False) for k in in_scope):
+                continue
+            why = self._helper_verdict(model, c, callee, facts)
+            if why is None:
+                continue
+            name = str(in_scope[0][-1])
+            helper = model.text(c.node.func)
+            yield self.diagnostic(
+                model, c.node,
+                f"`{helper}()` {why} but not `{name}.state_dict()`: a resumed run restarts the loss scale at "
+                f"65536 and skips steps while it re-learns it; save and load the scaler state too",
+                None, c.stmt,
+            )
+
+    def _helper_verdict(self, model, c, callee, facts) -> str | None:
+        args = list(enumerate(c.node.args)) + [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg]
+        for pos, a in args:
+            p = callee.param_at(pos)
+            if p is None or p not in facts.saves_param:
+                continue
+            d = self._dict_value(model, a, c)
+            if d is not None and any(self._optimizer_state(model, v, c.func) for v in d.values):
+                if not re.search(r"scale", model.text(d), re.IGNORECASE):
+                    return "saves a checkpoint with the optimizer state"
+        passed = {callee.param_at(pos) for pos, a in args if not (isinstance(a, ast.Constant) and a.value is None)}
+        gives_optimizer = any(
+            isinstance(a, (ast.Name, ast.Attribute)) and model.is_optimizer(a, c.func) for _p, a in args
+        )
+        for d in facts.dict_saves:
+            if not d.has_opt or not (gives_optimizer or d.opt_params):
+                continue
+            if not d.has_scaler and not callee.varkw and not any("scal" in p.lower() for p in callee.params):
+                return "writes a checkpoint with the optimizer state (and has no way to save the scaler)"
+            if d.scaler_params and not any(p in passed for p in d.scaler_params) and not callee.varkw:
+                return f"is not given `{d.scaler_params[0]}=`: it writes the optimizer state"
+        return None
+
+    @staticmethod
+    def _dict_value(model, a, c):
+        if isinstance(a, ast.Dict):
+            return a
+        if isinstance(a, ast.Name):
+            key = model.key_of_expr(a, c.func)
+            prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
+            if prior and isinstance(prior[-1].value, ast.Dict):
+                later = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq > prior[-1].seq]
+                if not later:
+                    return prior[-1].value
+        return None
 
     @staticmethod
     def _dict(model, c):
@@ -187,8 +253,25 @@ class Trainer:
         return False
 
     @staticmethod
-    def _registered(model, key) -> bool:
+    def _registered(model, key, resolved=True) -> bool:
+        """The scaler is handed to something that saves or tracks it: a project helper whose
+        summary saves that argument's state (``resolved``: helpers judged call by call are
+        not asked), or (unresolved) a callee named like a saver."""
         for c in model.qual_calls:
-            if any(k == key for _p, k in c.arg_keys) and REGISTERS.search(model.text(c.callee)):
+            positions = [p for p, k in c.arg_keys if k == key]
+            if not positions:
+                continue
+            hit = model.project_callee(c)
+            if hit is not None:
+                _path, callee, facts = hit
+                if not resolved:
+                    continue
+                for pos in positions:
+                    p = callee.param_at(pos)
+                    if p is not None and ("state_dict" in facts.scaler_ops.get(p, ()) or p in facts.saves_param
+                                          or any(p in d.scaler_params for d in facts.dict_saves)):
+                        return True
+                continue
+            if REGISTERS.search(model.text(c.callee)):
                 return True
         return False

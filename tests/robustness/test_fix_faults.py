@@ -120,19 +120,43 @@ def test_real_read_only_directory(tmp_path):
     assert (d / "locked.py").read_text() == FLAGGED
 
 
-def test_read_only_file_keeps_its_mode(tmp_path):
+def test_read_only_file_is_reported_and_left_alone(tmp_path):
+    """Issue 11 item 10: a file its owner cannot write (0444; root included) is not rewritten."""
     f = tmp_path / "ro.py"
     f.write_text(FLAGGED)
     os.chmod(f, 0o444)
-    p = run("fix", "ro.py", "--no-cache", cwd=tmp_path)
-    assert p.returncode in (0, 1), p.stderr
-    if p.returncode == 0:  # fixed through the rename: the mode is kept
-        assert f.read_text() == FIXED
-    else:  # refused: reported, untouched
-        assert "cannot write fixes" in p.stdout and f.read_text() == FLAGGED
+    p = run("fix", "ro.py", "--no-cache", "--output-format", "concise", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "ro.py:1:1: E902 read-only, not fixed" in p.stdout
+    assert f.read_text() == FLAGGED
     assert stat.S_IMODE(os.stat(f).st_mode) == 0o444
 
 
+def test_hard_linked_file_is_fixed_in_place(tmp_path):
+    """Issue 11 item 10: both names of a hard-linked file see the fix (same inode)."""
+    f = tmp_path / "a.py"
+    f.write_text(FLAGGED)
+    other = tmp_path / "b_link.txt"
+    os.link(f, other)
+    inode = os.stat(f).st_ino
+    p = run("fix", "a.py", "--no-cache", cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    assert f.read_text() == FIXED
+    assert other.read_text() == FIXED
+    assert os.stat(f).st_ino == inode and os.stat(f).st_nlink == 2
+
+
+def test_fix_keeps_owner_and_group(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    f = tmp_path / "owned.py"
+    f.write_text(FLAGGED)
+    os.chown(f, 1234, 5678)
+    p = run("fix", "owned.py", "--no-cache", cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    assert f.read_text() == FIXED
+    st = os.stat(f)
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
 def test_symlink_is_kept_and_its_target_fixed(tmp_path):
     (tmp_path / "real").mkdir()
     target = tmp_path / "real" / "train.py"

@@ -1,0 +1,184 @@
+"""Phase 2 of project mode: the project index. It maps module names to files, resolves the
+calls a function makes (absolute imports against the project's source roots, relative
+imports, ``__init__`` re-exports, methods of the same class) and composes the per-function
+summaries of phase 1 bottom-up through the call graph (bounded depth, recursion-safe).
+
+What does not resolve stays unknown, and unknown never produces a finding. A file whose
+summary is missing or incomplete (screened out, or parsed masked) is summarised on demand,
+from a full parse, the first time a resolved call needs one of its functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from amplint.model.summary import FileSummary, FuncSummary, SaveFact, summarise
+
+MAX_DEPTH = 4
+
+
+class Facts:
+    """A function's composed facts: what it and the functions it calls (up to MAX_DEPTH) do."""
+
+    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype")
+
+    def __init__(self, s: FuncSummary):
+        self.saves_param = {x.param for x in s.saves if x.param}
+        self.dict_saves = [x for x in s.saves if x.param is None]
+        self.scaler_ops = {k: set(v) for k, v in s.scaler_ops.items()}
+        self.backward = s.backward
+        self.returns = s.returns
+        self.returns_dtype = s.returns_dtype
+
+
+def module_name(path: str, roots: list[str]) -> str | None:
+    """The dotted module name of ``path`` under the first source root that holds it."""
+    ap = os.path.abspath(path)
+    for root in roots:
+        try:
+            rel = os.path.relpath(ap, root)
+        except ValueError:
+            continue
+        if rel.startswith(".."):
+            continue
+        rel = rel[:-3] if rel.endswith(".py") else (rel[:-4] if rel.endswith(".pyi") else None)
+        if rel is None:
+            return None
+        parts = rel.replace(os.sep, "/").split("/")
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(p.isidentifier() for p in parts):
+            return ".".join(parts)
+    return None
+
+
+class ProjectIndex:
+    def __init__(self, roots: list[str], files: list[str], summaries: dict[str, FileSummary] | None = None,
+                 texts: dict[str, str] | None = None):
+        self.roots = [os.path.abspath(r) for r in roots]
+        self.by_module: dict[str, str] = {}
+        self.module_of: dict[str, str] = {}
+        for f in files:
+            m = module_name(f, self.roots)
+            if m is not None:
+                ap = os.path.abspath(f)
+                self.by_module.setdefault(m, ap)
+                self.module_of[ap] = m
+        self._summaries = {os.path.abspath(k): v for k, v in (summaries or {}).items()}
+        self._texts = {os.path.abspath(k): v for k, v in (texts or {}).items()}
+        self._full: dict[str, FileSummary | None] = {}
+        self._facts: dict[tuple[str, str], Facts | None] = {}
+        self.reads: set[str] = set()  # files whose summaries a query used (for cache keys)
+
+    # ------------------------------------------------------------------ summaries
+    def summary(self, path: str, need: str | None = None) -> FileSummary | None:
+        ap = os.path.abspath(path)
+        s = self._summaries.get(ap)
+        if s is not None and (s.complete or (need is not None and need in s.functions)):
+            return s
+        if ap not in self._full:
+            self._full[ap] = self._summarise_file(ap)
+        return self._full[ap] or s
+
+    def _summarise_file(self, ap: str) -> FileSummary | None:
+        text = self._texts.get(ap)
+        if text is None:
+            from amplint.source import SourceError, read_source
+
+            try:
+                text = read_source(ap).text
+            except SourceError:
+                return None
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        return summarise(tree)
+
+    # ------------------------------------------------------------------ resolution
+    def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
+        """The project function ``callee`` (as qualified in ``path``) denotes, or None."""
+        if _depth > 5 or not callee:
+            return None
+        ap = os.path.abspath(path)
+        if callee.startswith("self."):
+            if cls is None:
+                return None
+            return self._lookup(ap, f"{cls}.{callee[5:]}")
+        if callee.startswith("."):
+            callee = self._absolute(ap, callee)
+            if callee is None:
+                return None
+        if "." not in callee:
+            return self._lookup(ap, callee)
+        parts = callee.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            mod = ".".join(parts[:i])
+            target = self.by_module.get(mod)
+            if target is None:
+                continue
+            rest = ".".join(parts[i:])
+            hit = self._lookup(target, rest)
+            if hit is not None:
+                return hit
+            s = self.summary(target)
+            head = parts[i]
+            if s is not None and head in s.imports:  # re-exported through this module
+                return self.resolve(target, ".".join([s.imports[head], *parts[i + 1:]]), None, _depth + 1)
+            return None
+        return None
+
+    def _lookup(self, ap: str, qual: str) -> tuple[str, FuncSummary] | None:
+        s = self.summary(ap, need=qual)
+        if s is None:
+            return None
+        self.reads.add(ap)
+        f = s.functions.get(qual)
+        return (ap, f) if f is not None else None
+
+    def _absolute(self, ap: str, rel: str) -> str | None:
+        mod = self.module_of.get(ap)
+        if mod is None:
+            return None
+        level = len(rel) - len(rel.lstrip("."))
+        pkg = mod.split(".") if os.path.basename(ap).startswith("__init__.") else mod.split(".")[:-1]
+        if level - 1 > len(pkg):
+            return None
+        base = pkg[: len(pkg) - (level - 1)]
+        rest = rel[level:]
+        return ".".join([*base, rest]) if rest else ".".join(base)
+
+    # ------------------------------------------------------------------ composition
+    def facts(self, path: str, s: FuncSummary, _stack: tuple = ()) -> Facts:
+        key = (os.path.abspath(path), s.qualname)
+        if key in self._facts and self._facts[key] is not None:
+            return self._facts[key]
+        out = Facts(s)
+        if len(_stack) < MAX_DEPTH and key not in _stack:
+            for c in s.calls:
+                hit = self.resolve(path, c.callee, s.cls)
+                if hit is None:
+                    continue
+                cpath, cs = hit
+                cf = self.facts(cpath, cs, (*_stack, key))
+                out.backward = out.backward or cf.backward
+                names = {}
+                for pos, mine in c.forwards:
+                    theirs = cs.param_at(pos)
+                    if theirs is None:
+                        continue
+                    names[theirs] = mine
+                    if theirs in cf.saves_param:
+                        out.saves_param.add(mine)
+                    if theirs in cf.scaler_ops:
+                        out.scaler_ops.setdefault(mine, set()).update(cf.scaler_ops[theirs])
+                for d in cf.dict_saves:
+                    out.dict_saves.append(SaveFact(
+                        None, d.has_opt, d.has_scaler,
+                        [names[p] for p in d.opt_params if p in names],
+                        [names[p] for p in d.scaler_params if p in names], d.line,
+                    ))
+        if not _stack:
+            self._facts[key] = out
+        return out

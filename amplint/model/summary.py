@@ -1,0 +1,363 @@
+"""Phase 1 of project mode: a small, picklable *summary* of what each function of a file does
+to its inputs, so callers in other modules can use it without re-analysing the callee
+(Infer's procedure summaries; see architecture.md).
+
+Per function (module-level functions and methods, by qualified name ``f`` / ``Class.m``):
+
+* ``params``: the parameter names (without ``self``), ``varkw``: it takes ``**kwargs``;
+* ``scaler_ops``: per parameter (or ``self.<attr>``), the GradScaler calls made on it
+  (``scale``, ``unscale``, ``step``, ``update``, ``update_value`` for ``update(new_scale)``,
+  ``state_dict``);
+* ``backward``: it calls ``.backward(...)`` itself (``loss.backward()``, a scaled backward,
+  ``accelerator.backward``);
+* ``saves``: the checkpoints it writes with ``torch.save``: a parameter saved as it is
+  (``torch.save(state, path)``) or a dict it builds (which parameters' ``state_dict()`` it
+  holds: an optimizer's, a scaler's);
+* ``returns``: ``GradScaler`` (a scaler factory), ``autocast`` (returns or, as a
+  ``@contextmanager``, yields inside an autocast region) with its dtype when literal;
+* ``calls``: the calls it makes, each with the parameters it forwards, so phase 2 composes
+  facts through the call graph (a helper that forwards its ``state`` to another helper that
+  saves it saves it too).
+
+A summary depends only on the file's text: it is cached with the file's results. Everything
+here is computed from the tree the model was built from, one extra pass over the kept
+function bodies (statements and calls only).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from amplint.model.names import add_import, canonical, qualify
+
+_SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict"}
+_OPTIMIZER_WORDS = ("optim", "opt")
+
+
+class SaveFact:
+    """One ``torch.save``: ``param`` (a parameter saved as is) or a dict with the parameters
+    whose ``state_dict()`` it holds (``opt_params``/``scaler_params``), and whether it holds an
+    optimizer state (``has_opt``) or anything scaler-like at all (``has_scaler``)."""
+
+    __slots__ = ("param", "has_opt", "has_scaler", "opt_params", "scaler_params", "line")
+
+    def __init__(self, param=None, has_opt=False, has_scaler=False, opt_params=(), scaler_params=(), line=0):
+        self.param = param
+        self.has_opt = has_opt
+        self.has_scaler = has_scaler
+        self.opt_params = tuple(opt_params)
+        self.scaler_params = tuple(scaler_params)
+        self.line = line
+
+    def __repr__(self) -> str:
+        return f"SaveFact(param={self.param!r}, opt={self.has_opt}, scaler={self.has_scaler}, line={self.line})"
+
+    def __getstate__(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state):
+        for k, v in zip(self.__slots__, state):
+            setattr(self, k, v)
+
+
+class CallFact:
+    """A call a function makes: the callee as written, qualified through the file's imports
+    (``pkg.utils.save``; ``.utils.save`` for a relative import; ``self.m`` for a method of the
+    same class), the parameters it forwards ``((position or keyword, param), ...)``, and whether
+    it is made inside an enabled (or flag-enabled) autocast region."""
+
+    __slots__ = ("callee", "forwards", "in_autocast", "line")
+
+    def __init__(self, callee, forwards=(), in_autocast=False, line=0):
+        self.callee = callee
+        self.forwards = tuple(forwards)
+        self.in_autocast = in_autocast
+        self.line = line
+
+    def __repr__(self) -> str:
+        return f"CallFact({self.callee!r}, forwards={self.forwards!r}, in_autocast={self.in_autocast})"
+
+    def __getstate__(self):
+        return (self.callee, self.forwards, self.in_autocast, self.line)
+
+    def __setstate__(self, state):
+        self.callee, self.forwards, self.in_autocast, self.line = state
+
+
+class FuncSummary:
+    __slots__ = ("qualname", "params", "varkw", "scaler_ops", "backward", "saves", "returns", "returns_dtype", "calls", "line", "cls")
+
+    def __init__(self, qualname, params, varkw=False, line=0, cls=None):
+        self.qualname = qualname
+        self.params = list(params)
+        self.varkw = varkw
+        self.scaler_ops: dict[str, set[str]] = {}
+        self.backward = False
+        self.saves: list[SaveFact] = []
+        self.returns: str | None = None
+        self.returns_dtype: str | None = None
+        self.calls: list[CallFact] = []
+        self.line = line
+        self.cls = cls
+
+    def __repr__(self) -> str:
+        return (f"FuncSummary({self.qualname!r}, params={self.params}, scaler_ops={self.scaler_ops}, "
+                f"backward={self.backward}, saves={self.saves}, returns={self.returns!r}, calls={len(self.calls)})")
+
+    def __getstate__(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state):
+        for k, v in zip(self.__slots__, state):
+            setattr(self, k, v)
+
+    def param_at(self, pos) -> str | None:
+        if isinstance(pos, str):
+            return pos if pos in self.params else None
+        return self.params[pos] if 0 <= pos < len(self.params) else None
+
+    @property
+    def interesting(self) -> bool:
+        return bool(self.scaler_ops or self.backward or self.saves or self.returns or self.calls)
+
+
+class FileSummary:
+    """The summaries of one file's functions and its import bindings (local name ->
+    qualified name), which the project index uses to resolve names re-exported through it.
+    ``complete`` is False when the file was parsed masked (definitions without AMP tokens are
+    not in it): the index then summarises the full file on demand."""
+
+    __slots__ = ("functions", "imports", "complete")
+
+    def __init__(self, functions=None, imports=None, complete=True):
+        self.functions: dict[str, FuncSummary] = {} if functions is None else functions
+        self.imports: dict[str, str] = {} if imports is None else imports
+        self.complete = complete
+
+    def __getstate__(self):
+        return (self.functions, self.imports, self.complete)
+
+    def __setstate__(self, state):
+        self.functions, self.imports, self.complete = state
+
+    def __repr__(self) -> str:
+        return f"FileSummary({sorted(self.functions)}, complete={self.complete})"
+
+
+def summarise(tree: ast.Module, complete: bool = True) -> FileSummary:
+    scope: dict[str, str] = {}
+    for s in _top_imports(tree.body):
+        add_import(scope, s)
+    out = FileSummary(imports=dict(scope), complete=complete)
+    for node, qual, cls in _functions(tree.body, "", None):
+        out.functions[qual] = _Summariser(node, qual, cls, scope).run()
+    # the module's own statements (a training script at top level): only what it calls
+    top = _Summariser(None, MODULE, None, scope)
+    top.block([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], False)
+    if top.s.calls:
+        out.functions[MODULE] = top.s
+    return out
+
+
+MODULE = "<module>"
+
+
+def _top_imports(body):
+    for s in body:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            yield s
+        elif isinstance(s, (ast.If, ast.Try)) or type(s).__name__ == "TryStar":
+            yield from _top_imports(s.body)
+            yield from _top_imports(getattr(s, "orelse", []))
+            for h in getattr(s, "handlers", []):
+                yield from _top_imports(h.body)
+
+
+def _functions(body, prefix, cls):
+    for s in body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield s, prefix + s.name, cls
+        elif isinstance(s, ast.ClassDef):
+            yield from _functions(s.body, prefix + s.name + ".", prefix + s.name)
+        elif isinstance(s, (ast.If, ast.Try)) or type(s).__name__ == "TryStar":
+            yield from _functions(s.body, prefix, cls)
+            yield from _functions(getattr(s, "orelse", []), prefix, cls)
+
+
+def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
+    """``device:dtype`` of an autocast call when both are literal (a parameter's literal
+    default counts: ``def my_autocast(dtype=torch.float16)``), else None."""
+    dev = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device_type"), None)
+    dt = next((k.value for k in call.keywords if k.arg == "dtype"), call.args[1] if len(call.args) >= 2 else None)
+    if isinstance(dt, ast.Name) and defaults and dt.id in defaults:
+        dt = defaults[dt.id]
+    if not (isinstance(dev, ast.Constant) and isinstance(dev.value, str)) or dt is None:
+        return None
+    t = ast.unparse(dt)
+    kind = "float16" if t.endswith(("float16", "half")) else ("bfloat16" if t.endswith("bfloat16") else None)
+    return f"{dev.value}:{kind}" if kind else None
+
+
+class _Summariser:
+    def __init__(self, node, qual, cls, module_scope):
+        self.node = node
+        if node is None:  # the module body
+            node = ast.FunctionDef(name=qual, args=ast.arguments([], [], None, [], [], None, []), body=[], decorator_list=[], lineno=1)
+        args = node.args
+        allargs = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        names = [a.arg for a in allargs]
+        self.self_name = names[0] if cls is not None and names and not any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list) else None
+        params = names[1:] if self.self_name else names
+        self.s = FuncSummary(qual, params, varkw=args.kwarg is not None, line=node.lineno, cls=cls)
+        self.scope = dict(module_scope)
+        self.params = set(params)
+        self.contextmanager = any("contextmanager" in ast.unparse(d) for d in node.decorator_list)
+        pos = [*args.posonlyargs, *args.args]
+        self.defaults = {a.arg: d for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults)}
+        self.defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        if self.node is None:
+            self.node = node
+        self.dicts: dict[str, list[ast.expr]] = {}  # local name -> values put into it
+
+    def run(self) -> FuncSummary:
+        self.block(self.node.body, False)
+        return self.s
+
+    def ref(self, node) -> str | None:
+        """A parameter name or ``self.<attr>`` for ``node``, else None."""
+        if isinstance(node, ast.Name) and node.id in self.params:
+            return node.id
+        if (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and self.self_name and node.value.id == self.self_name
+        ):
+            return "self." + node.attr
+        return None
+
+    def block(self, stmts, in_ac) -> None:
+        for st in stmts:
+            self.stmt(st, in_ac)
+
+    def stmt(self, st, in_ac) -> None:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        if isinstance(st, (ast.Import, ast.ImportFrom)):
+            add_import(self.scope, st)
+            return
+        if isinstance(st, (ast.With, ast.AsyncWith)):
+            ac = in_ac
+            for item in st.items:
+                self.expr(item.context_expr, in_ac)
+                e = item.context_expr
+                if isinstance(e, ast.Call) and canonical(qualify(e.func, [self.scope])) == "autocast":
+                    enabled = next((k.value for k in e.keywords if k.arg == "enabled"), None)
+                    if not (isinstance(enabled, ast.Constant) and enabled.value is False):
+                        ac = True
+                        if self.contextmanager and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(st)):
+                            self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(e, self.defaults)
+            self.block(st.body, ac)
+            return
+        if isinstance(st, ast.Return) and st.value is not None:
+            self._returns(st.value)
+        if isinstance(st, ast.Assign) and len(st.targets) == 1:
+            t = st.targets[0]
+            if isinstance(t, ast.Name) and isinstance(st.value, ast.Dict):
+                self.dicts[t.id] = list(st.value.values)
+            elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in self.dicts:
+                self.dicts[t.value.id].append(st.value)
+        for child in ast.iter_child_nodes(st):
+            if isinstance(child, ast.expr):
+                self.expr(child, in_ac)
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                self.block(sub, in_ac)
+        for h in getattr(st, "handlers", []) or []:
+            self.block(h.body, in_ac)
+        for case in getattr(st, "cases", []) or []:
+            self.block(case.body, in_ac)
+
+    def _returns(self, value) -> None:
+        if isinstance(value, ast.IfExp):
+            self._returns(value.body)
+            self._returns(value.orelse)
+            return
+        if isinstance(value, ast.Call):
+            c = canonical(qualify(value.func, [self.scope]))
+            if c == "GradScaler":
+                self.s.returns = "GradScaler"
+            elif c == "autocast":
+                self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(value, self.defaults)
+
+    def expr(self, node, in_ac) -> None:
+        for n in ast.walk(node):
+            if not isinstance(n, ast.Call):
+                continue
+            func = n.func
+            if isinstance(func, ast.Attribute):
+                r = self.ref(func.value)
+                if r is not None and func.attr in _SCALER_METHODS:
+                    op = {"unscale_": "unscale"}.get(func.attr, func.attr)
+                    if op == "update" and (n.args or n.keywords):
+                        op = "update_value"
+                    self.s.scaler_ops.setdefault(r, set()).add(op)
+                if func.attr in ("backward", "manual_backward"):
+                    self.s.backward = True
+                if func.attr == "update" and isinstance(func.value, ast.Name) and func.value.id in self.dicts:
+                    self.dicts[func.value.id].extend(a for a in n.args)
+            q = qualify(func, [self.scope])
+            if q == "torch.save" and n.args:
+                self._save(n.args[0], n.lineno)
+                continue
+            callee = q
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
+                callee = "self." + func.attr
+            if callee is None or callee.startswith("torch."):
+                continue
+            written = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
+            head = written.split(".", 1)[0]
+            if "." in written and not callee.startswith("self.") and head not in self.scope:
+                continue  # a method of a local object: nothing the index can resolve
+            fw = []
+            for i, a in enumerate(n.args):
+                r = self.ref(a)
+                if r is not None:
+                    fw.append((i, r))
+            for kw in n.keywords:
+                r = self.ref(kw.value) if kw.arg else None
+                if r is not None:
+                    fw.append((kw.arg, r))
+            self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno))
+
+    def _save(self, arg, line) -> None:
+        r = self.ref(arg)
+        if r is not None and not r.startswith("self."):
+            self.s.saves.append(SaveFact(param=r, line=line))
+            return
+        values: list[ast.expr] = []
+        if isinstance(arg, ast.Dict):
+            values = list(arg.values)
+        elif isinstance(arg, ast.Name) and arg.id in self.dicts:
+            values = self.dicts[arg.id]
+        else:
+            return
+        opt_params, scaler_params, has_opt, has_scaler = [], [], False, False
+        for v in values:
+            text = ast.unparse(v).lower() if v is not None else ""
+            if "scale" in text:
+                has_scaler = True
+            for n in ast.walk(v) if v is not None else ():
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict":
+                    base = n.func.value
+                    btext = ast.unparse(base).lower().rsplit(".", 1)[-1]
+                    r = self.ref(base)
+                    if "scaler" in btext:
+                        has_scaler = True
+                        if r:
+                            scaler_params.append(r)
+                    elif any(w in btext for w in _OPTIMIZER_WORDS) and "sched" not in btext:
+                        has_opt = True
+                        if r:
+                            opt_params.append(r)
+        self.s.saves.append(SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line))
