@@ -84,9 +84,10 @@ def main() -> None:
             py = first[2:].strip().split()[0]
 
     work = tempfile.mkdtemp(prefix="amplint-startup-")
+    elsewhere = tempfile.mkdtemp(prefix="amplint-startup-cache-")  # not inside the checked tree
     try:
         shutil.copy(args.file, os.path.join(work, "one_file.py"))
-        cold_cache = os.path.join(work, "cold-cache")
+        cold_cache = os.path.join(elsewhere, "cold-cache")
         rows: list[tuple[str, list[str], object]] = [
             ("python -c pass", [py, "-c", "pass"], None),
             ("amplint --version", [*amplint, "--version"], None),
@@ -115,6 +116,7 @@ def main() -> None:
                 codes[name] = rc
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(elsewhere, ignore_errors=True)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
