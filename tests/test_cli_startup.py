@@ -219,3 +219,34 @@ def test_version_fast_and_slow_agree():
 def test_top_level_help_loads_no_lazy_command(tmp_path):
     mods = _modules_after(["--help"], tmp_path)
     assert "click" in mods and "amplint.runtime.commands" not in mods
+
+
+def test_fast_spec_decides_negation_free_matches_as_pathspec_does():
+    """Walking into an excluded directory (.amplint_cache, .git, .venv) must not import
+    pathspec just to confirm the match (project mode walks the whole tree for one file)."""
+    import pathspec
+
+    from amplint.discover import _FastSpec
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_speed_infra import PATHS, PATTERNS
+
+    positive = [p for p in PATTERNS if not p.startswith("!")]
+    for n in range(1, len(positive) + 1):
+        lines = positive[:n]
+        ref = pathspec.GitIgnoreSpec.from_lines(lines)
+        fast = _FastSpec(lines)
+        for path in PATHS + [".amplint_cache/", ".git/", "a/.venv/", "x/__pycache__/"]:
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            parent = path.rstrip("/").rsplit("/", 1)[0] + "/" if "/" in path.rstrip("/") else ""
+            assert fast.match(path) == ref.match_file(path), (lines, path)
+            assert fast.match(path, name, path.endswith("/"), fast.ancestors_hit(parent)) == ref.match_file(path), (lines, path)
+
+
+def test_one_file_check_beside_the_cache_does_not_import_pathspec(tmp_path):
+    (tmp_path / "one.py").write_text(BAD)
+    (tmp_path / ".venv").mkdir()
+    run_amplint("check", "one.py", cwd=tmp_path)  # creates .amplint_cache with its .gitignore
+    assert (tmp_path / ".amplint_cache").is_dir()
+    for args in (["check", "one.py"], ["check", "--no-cache", "one.py"]):
+        assert "pathspec" not in _modules_after(args, tmp_path), args
