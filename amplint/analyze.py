@@ -58,7 +58,7 @@ def _analyze(text: str, path: str, rules, result: FileResult, index) -> FileResu
         model.masked = bool(masked)
         if TARGET_TORCH_VERSION is not None:
             model.target_torch_version = TARGET_TORCH_VERSION
-        result.summary = summarise(tree, complete=not masked)
+        result.summary = summarise(tree, complete=not masked, source=text)
     except RecursionError:
         result.errors.append(FileError("E999", "too deeply nested to analyse (recursion limit)"))
         return result

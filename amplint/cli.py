@@ -215,7 +215,7 @@ def main(argv=None) -> None:
 
 def __getattr__(name: str):
     """``amplint.cli.cli`` and the other click objects, for code that imported them here."""
-    if name in ("cli", "LazyGroup", "check_command", "fix_command", "rule_command", "rules_command", "clean_command"):
+    if name in ("cli", "LazyGroup", "check_command", "fix_command", "rule_command", "rules_command", "explain_command", "clean_command"):
         from amplint import clickapp
 
         return getattr(clickapp, name)

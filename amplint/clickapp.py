@@ -28,16 +28,18 @@ Exit status:
 
 
 class LazyGroup(click.Group):
-    """Subcommands that need torch live in amplint.runtime and load only when called."""
+    """Subcommands that need torch (amplint.runtime) or pygls (amplint.server) load only when called."""
 
     lazy = {
         "verify": ("amplint.runtime.commands", "verify_command"),
         "trace": ("amplint.runtime.commands", "trace_command"),
+        "server": ("amplint.server.command", "server_command"),  # needs amplint[server] (pygls)
     }
     # the one-liners `amplint --help` shows, so listing the commands loads none of them
     lazy_short_help = {
         "verify": "Compare your train_step with the reference AMP loop (needs torch).",
         "trace": "Run a training script under the AMP sanitizer (needs torch).",
+        "server": "Run amplint as a Language Server (LSP over stdio) for editors.",
     }
 
     def list_commands(self, ctx):
@@ -196,6 +198,29 @@ def rules_command(output_format):
         _echo(rules_table(markdown=True))
     else:
         _echo(rules_table(markdown=False))
+
+
+@cli.command("explain", epilog="\b\nExit status:\n  0  printed\n  2  the file cannot be read or parsed, or a configuration error")
+@click.argument("target")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="The pyproject.toml to read [tool.amplint] from.")
+def explain_command(target, config_path):
+    """Show the facts behind the verdict on TARGET (PATH or PATH:FUNCTION).
+
+    Prints the scalers in scope and where they were built, the AMP events in order with their
+    loops, guards and autocast regions, and each call into the project with the summary of the
+    function it resolves to.
+    """
+    from amplint.explain import explain
+    from amplint.settings import ConfigError, find_config, load_settings
+    from amplint.source import SourceError
+
+    path = target if os.path.exists(target) else target.rpartition(":")[0] or target
+    try:
+        settings = load_settings(config_path or find_config(os.path.abspath(path)))
+        click.echo(explain(target, settings), nl=False)
+    except (ConfigError, SourceError, SyntaxError, OSError) as exc:
+        click.echo(f"error: {path}: {exc}", err=True)
+        sys.exit(2)
 
 
 @cli.command("clean", epilog="\b\nExit status:\n  0  removed, or there was nothing to remove")

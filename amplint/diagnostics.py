@@ -41,6 +41,14 @@ class ReplaceStatement(NamedTuple):
     code: str
 
 
+class MoveStatement(NamedTuple):
+    """Move the statement at ``anchor`` (its comments and line breaks with it) after the
+    statement at ``to``."""
+
+    anchor: Pos
+    to: Pos
+
+
 class MoveOutOfWith(NamedTuple):
     """Move the statement at ``first`` and every later statement of the same ``with``
     body (the with statement at ``with_anchor``) out of the block, right after it."""
@@ -68,7 +76,7 @@ class RenameImportModule(NamedTuple):
     module: str
 
 
-Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith | RewriteCall | RenameImportModule
+Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith | MoveStatement | RewriteCall | RenameImportModule
 
 
 class Fix(NamedTuple):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from amplint.diagnostics import Diagnostic, FileError, FileResult
@@ -173,8 +174,12 @@ def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileRe
     from amplint.runner import DEFAULT_PER_FILE_TIMEOUT, run
 
     timeout = DEFAULT_PER_FILE_TIMEOUT if opts.per_file_timeout is None else opts.per_file_timeout
-    results = run(files, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
-    return project_pass(results, list(opts.paths) or ["."], settings)
+    paths = list(opts.paths) or ["."]
+    # phase 1 on the files to report and, when only some were given (pre-commit, an editor, a
+    # sub-folder), on the rest of the project too: the index covers the project either way
+    others = _rest_of_project(paths, files, settings)
+    results = run(files + others, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
+    return project_pass(results[: len(files)], results[len(files):], paths, settings)
 
 
 def _configure_engine(settings: Settings) -> None:
@@ -185,29 +190,62 @@ def _configure_engine(settings: Settings) -> None:
     analyze.configure(settings.target_torch_version)
 
 
-def project_pass(results: list[FileResult], paths: list[str], settings: Settings) -> list[FileResult]:
-    """Phases 2 and 3 of project mode: index the project (module names of every file under the
-    source roots; the analysed files' summaries, the others summarised on demand) and
-    re-analyse, with the index, the files that call into other modules of the project."""
+def _rest_of_project(paths: list[str], files: list[str], settings: Settings) -> list[str]:
     from amplint.discover import discover, project_root
+
+    root = project_root(settings, paths)
+    if os.path.abspath(root) in {os.path.abspath(p) for p in paths}:
+        return []
+    have = {os.path.abspath(f) for f in files}
+    return [f for f in discover([root], settings, suffixes=(".py",)).files if os.path.abspath(f) not in have]
+
+
+def project_pass(results: list[FileResult], others: list[FileResult], paths: list[str], settings: Settings) -> list[FileResult]:
+    """Phases 2 and 3 of project mode: index the project (module names of every file under the
+    source roots, the summaries phase 1 made, other files summarised on demand) and
+    re-analyse, with the index, the files to report that call into other modules of the
+    project or use its AMP helpers."""
+    from amplint.discover import project_root
     from amplint.model.index import ProjectIndex
 
     root = project_root(settings, paths)
     roots = [os.path.normpath(os.path.join(root, s)) for s in settings.src]
-    given = {os.path.abspath(p) for p in paths}
-    module_files = [r.path for r in results]
-    if os.path.abspath(root) not in given:  # a few files or a sub-folder: the index covers the project
-        module_files += discover([root], settings, suffixes=(".py",)).files
-    summaries = {r.path: r.summary for r in results if r.summary is not None}
-    index = ProjectIndex(roots, module_files, summaries)
+    everything = results + others
+    summaries = {r.path: r.summary for r in everything if r.summary is not None}
+    index = ProjectIndex(roots, [r.path for r in everything], summaries)
+    wanted = _users_of(index, summaries)
     out = []
     for r in results:
-        if r.summary is not None and not r.errors and _calls_out(index, r):
+        if r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py"):
+            _configure_engine(settings)
+            out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
+        elif r.summary is not None and not r.errors and _calls_out(index, r):
             _configure_engine(settings)
             out.append(_reanalyse(r, index))
         else:
             out.append(r)
     return out
+
+
+def _users_of(index, summaries):
+    """A byte pattern of the names of the project's AMP helpers (scaler factories, autocast
+    wrappers, functions that step, update or run backward): a file the byte screen dropped
+    that names one of them is analysed too (``scaler = create_grad_scaler()``)."""
+    import re
+
+    names = set()
+    for s in summaries.values():
+        for qual, f in s.functions.items():
+            if "." in qual or qual.startswith("<") or not f.returns:
+                continue  # scaler factories and autocast wrappers make a file AMP code without its tokens
+            if len(qual) >= 6 or "_" in qual:
+                names.add(qual)
+    if not names:
+        return None
+    return re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+
+
+CALL_WORDS = re.compile(r"save|ckpt|checkpoint|state|scaler|autocast|amp|precision|mixed|step|backward", re.I)
 
 
 def _calls_out(index, r: FileResult) -> bool:
@@ -216,23 +254,27 @@ def _calls_out(index, r: FileResult) -> bool:
     me = os.path.abspath(r.path)
     for f in r.summary.functions.values():
         for c in f.calls:
+            if not (c.in_autocast or c.dict_args or c.forwards or CALL_WORDS.search(c.callee.rsplit(".", 1)[-1])):
+                continue  # nothing a rule would ask the callee about
             hit = index.resolve(r.path, c.callee, f.cls)
             if hit is not None and hit[0] != me and hit[1].interesting:
                 return True
     return False
 
 
-def _reanalyse(r: FileResult, index) -> FileResult:
+def _reanalyse(r: FileResult, index, only_if=None) -> FileResult:
     from amplint.analyze import analyze_text
     from amplint.source import SourceError, read_source
 
     if r.path.endswith(".ipynb"):
         return r
     try:
-        text = read_source(r.path).text
+        src = read_source(r.path)
     except SourceError:
         return r
-    return analyze_text(text, r.path, index=index)
+    if only_if is not None and only_if.search(src.data) is None:
+        return r
+    return analyze_text(src.text, r.path, index=index)
 
 
 def applicable(d: Diagnostic, unsafe: bool) -> bool:

@@ -11,7 +11,11 @@ A file is parsed only when the tokens some rule needs are present:
   name (``def step(s, opt)``) is understood from its call site in the same file, whose text
   names the scaler, so that file passes too;
 * ``autocast`` together with ``backward``: AMP002, AMP201;
-* ``autocast(`` followed by ``)`` or a keyword other than ``device_type``: AMP103.
+* ``autocast(`` followed by ``)`` or a keyword other than ``device_type``: AMP103;
+* a framework that does AMP itself (AMP4xx): accelerate, the HF ``TrainingArguments`` or
+  DeepSpeed together with ``fp16``, or Lightning together with ``16``: every fp16 setting those
+  rules act on is spelled with these bytes (``mixed_precision="fp16"``, ``fp16=True``,
+  ``{"fp16": ...}``, ``precision="16-mixed"``/``16``).
 
 False negatives are kept out by design: every way the model can recognise a scaler, an
 autocast region or a deprecated AMP reference needs one of these byte strings in the file
@@ -41,10 +45,17 @@ _AMP_WORD = re.compile(rb"(?<![A-Za-z0-9_])amp(?![A-Za-z0-9_])")
 _AUTOCAST_NO_DEVICE = re.compile(rb"autocast\(\s*(?:\)|(?!device_type\b)[A-Za-z_]\w*\s*=(?!=))")
 
 
+_FRAMEWORK_FP16 = (b"ccelerat", b"TrainingArguments", b"deepspeed")
+
+
 def may_contain_amp(data: bytes) -> bool:
     for tok in _STRONG:
         if tok in data:
             return True
+    if b"fp16" in data and any(tok in data for tok in _FRAMEWORK_FP16):
+        return True
+    if b"lightning" in data and b"16" in data:
+        return True
     if b"apex" in data and _AMP_WORD.search(data) is not None:
         return True
     has_autocast = b"autocast" in data

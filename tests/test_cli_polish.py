@@ -323,7 +323,7 @@ def test_top_level_help_has_whole_one_liners():
     assert r.returncode == 0
     commands = r.stdout.split("Commands:")[1]
     assert "..." not in commands
-    for name in ("check", "clean", "fix", "rule", "rules", "trace", "verify"):
+    for name in ("check", "clean", "explain", "fix", "rule", "rules", "server", "trace", "verify"):
         assert f"\n  {name} " in commands
     assert "amplint trace --" not in commands and "and on the" not in commands
 
@@ -353,7 +353,7 @@ def test_syntax_error_without_amp_code_is_not_parsed_and_with_it_is_e999(proj):
 # 13. exit status in every command's help ---------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [[], ["check"], ["fix"], ["rule"], ["rules"], ["clean"]])
+@pytest.mark.parametrize("command", [[], ["check"], ["fix"], ["rule"], ["rules"], ["explain"], ["clean"]])
 def test_every_command_help_names_its_exit_status(command):
     r = run_amplint(*command, "--help")
     assert r.returncode == 0

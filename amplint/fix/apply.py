@@ -22,6 +22,7 @@ from amplint.diagnostics import (
     Fix,
     InsertStatement,
     MoveOutOfWith,
+    MoveStatement,
     RenameImportModule,
     ReplaceExpression,
     ReplaceStatement,
@@ -133,6 +134,9 @@ def _footprint(index: _Index, fix: Fix) -> list[tuple[tuple[int, int], tuple[int
             out.append(index.span(index.stmt(a.anchor)))
         elif isinstance(a, MoveOutOfWith):
             out.append(index.span(index.stmt(a.with_anchor)))
+        elif isinstance(a, MoveStatement):
+            out.append(index.span(index.stmt(a.anchor)))
+            out.append(index.span(index.stmt(a.to)))
         elif isinstance(a, (ReplaceExpression, RewriteCall)):
             out.append((tuple(a.start), tuple(a.end)))
         elif isinstance(a, RenameImportModule):
@@ -169,6 +173,19 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
             if node is None:
                 raise FixConflict(f"no expression at {key}")
             plan.expr[id(node)] = cst.parse_expression(a.code)
+        elif isinstance(a, MoveStatement):
+            node, dst = index.stmt(a.anchor), index.stmt(a.to)
+            if isinstance(node, cst.BaseSmallStatement):
+                node = node.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+                moved = [node] if isinstance(dst, cst.BaseSmallStatement) else [cst.SimpleStatementLine([node])]
+            elif isinstance(dst, cst.BaseSmallStatement):
+                if not isinstance(node, cst.SimpleStatementLine):
+                    raise FixConflict("a compound statement cannot go on a line shared with other statements")
+                moved = list(node.body)
+            else:
+                moved = [node]
+            plan.replace[id(index.stmt(a.anchor))] = []
+            plan.after.setdefault(id(dst), []).extend(moved)
         elif isinstance(a, RewriteCall):
             key = (a.start[0], a.start[1], a.end[0], a.end[1])
             node = index.expr_at.get(key)
@@ -193,6 +210,7 @@ def _plan_fix(index: _Index, plan: _Plan, fix: Fix) -> None:
 class _Apply(cst.CSTTransformer):
     def __init__(self, plan: _Plan, index: "_Index | None" = None):
         self.plan = plan
+        self.holders: set[int] = set()  # placeholders carrying a deleted statement's comments
         # Only descend into nodes that contain a target: a fix re-renders its statements,
         # not the whole module (LibCST's full traversal is most of the cost on big files).
         self.by_id = index.by_id if index is not None else None
@@ -239,20 +257,54 @@ class _Apply(cst.CSTTransformer):
                 out.append(updated)
             out.extend(p.after.get(oid, []))
             if not out:
-                return cst.RemovalSentinel.REMOVE
+                return self._removed(updated)
             return cst.FlattenSentinel(out)
         return super().on_leave(original, updated)  # leave_IndentedBlock & co.
 
+    def _removed(self, node):
+        """A deleted statement's comments (the lines above it, the one after it) stay: a
+        placeholder carries them to the next statement of the block (leave_IndentedBlock)."""
+        lines = list(getattr(node, "leading_lines", ()))
+        trailing = getattr(getattr(node, "trailing_whitespace", None), "comment", None)
+        if trailing is not None:
+            lines.append(cst.EmptyLine(comment=trailing))
+        if not any(ln.comment is not None for ln in lines):
+            return cst.RemovalSentinel.REMOVE
+        holder = cst.SimpleStatementLine([cst.Pass()], leading_lines=lines)
+        self.holders.add(id(holder))
+        return holder
+
+    def _carry(self, body):
+        out, carry = [], []
+        for st in body:
+            if id(st) in self.holders:
+                carry.extend(st.leading_lines)
+                continue
+            if carry:
+                st = st.with_changes(leading_lines=[*carry, *st.leading_lines])
+                carry = []
+            out.append(st)
+        return out, carry
+
+    def leave_Module(self, original, updated):
+        body, carry = self._carry(updated.body)
+        if body is not None and (carry or len(body) != len(updated.body)):
+            return updated.with_changes(body=body, footer=[*carry, *updated.footer])
+        return updated
+
     def leave_IndentedBlock(self, original, updated):
-        if not updated.body:
-            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        body, carry = self._carry(updated.body)
+        if not body:
+            body = [cst.SimpleStatementLine([cst.Pass()])]
+        if carry or len(body) != len(updated.body) or not updated.body:
+            return updated.with_changes(body=body, footer=[*carry, *updated.footer])
         return updated
 
     def leave_SimpleStatementLine(self, original, updated):
         if updated.body is original.body:
             return updated
         if not updated.body:  # every small statement of the line was deleted
-            return cst.RemovalSentinel.REMOVE
+            return self._removed(updated)
         return updated.with_changes(body=_tidy_semicolons(updated.body))
 
     def leave_SimpleStatementSuite(self, original, updated):
@@ -306,6 +358,8 @@ def _action_rows(fix: Fix) -> list[int]:
             rows.append(a.anchor[0])
         elif isinstance(a, MoveOutOfWith):
             rows += [a.with_anchor[0], a.first[0]]
+        elif isinstance(a, MoveStatement):
+            rows += [a.anchor[0], a.to[0]]
     return rows
 
 
@@ -321,6 +375,8 @@ def _shift(fix: Fix, off: int) -> Fix:
             a = a._replace(start=row(a.start), end=row(a.end))
         elif isinstance(a, MoveOutOfWith):
             a = a._replace(with_anchor=row(a.with_anchor), first=row(a.first))
+        elif isinstance(a, MoveStatement):
+            a = a._replace(anchor=row(a.anchor), to=row(a.to))
         acts.append(a)
     return fix._replace(actions=tuple(acts))
 

@@ -364,7 +364,23 @@ class FileModel:
         for e in func.events:
             if e.kind == "update" and e.scaler == key and inside(e.ctx):
                 return True
-        for k, _node, ctx, _seq in func.bare_uses:
+        # the scaler handed to a function of the project (another module): its summary decides
+        known_args = set()
+        for c in func.calls:
+            if not inside(c.ctx) or not any(k == key for _p, k in c.arg_keys) or self.resolve_callee(c) is not None:
+                continue
+            hit = self.project_callee(c)
+            if hit is None:
+                continue
+            _path, cs, facts = hit
+            for pos, arg in [*enumerate(c.node.args), *((kw.arg, kw.value) for kw in c.node.keywords if kw.arg)]:
+                if self.key_of_expr(arg, func) == key and isinstance(arg, (ast.Name, ast.Attribute)):
+                    known_args.add(id(arg))
+                    if facts.scaler_ops.get(cs.param_at(pos) or "", set()) & {"update", "update_value"}:
+                        return True
+        for k, node, ctx, _seq in func.bare_uses:
+            if id(node) in known_args:
+                continue
             if inside(ctx) and (k == key or (key[0] == "A" and k[0] == "L" and k[2] == func.self_name)):
                 return True
         for c in func.calls:

@@ -65,6 +65,7 @@ class ProjectIndex:
                 ap = os.path.abspath(f)
                 self.by_module.setdefault(m, ap)
                 self.module_of[ap] = m
+        self._heads = {m.split(".", 1)[0] for m in self.by_module}  # top-level packages of the project
         self._summaries = {os.path.abspath(k): v for k, v in (summaries or {}).items()}
         self._texts = {os.path.abspath(k): v for k, v in (texts or {}).items()}
         self._full: dict[str, FileSummary | None] = {}
@@ -94,7 +95,7 @@ class ProjectIndex:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        return summarise(tree)
+        return summarise(tree, source=text)
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
@@ -113,6 +114,8 @@ class ProjectIndex:
         if "." not in callee:
             return self._lookup(ap, callee)
         parts = callee.split(".")
+        if parts[0] not in self._heads:
+            return self._sibling(ap, parts)
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
             target = self.by_module.get(mod)
@@ -127,6 +130,19 @@ class ProjectIndex:
             if s is not None and head in s.imports:  # re-exported through this module
                 return self.resolve(target, ".".join([s.imports[head], *parts[i + 1:]]), None, _depth + 1)
             return None
+        return None
+
+    def _sibling(self, ap: str, parts: list[str]) -> tuple[str, FuncSummary] | None:
+        """``from helpers import f`` in a script: Python puts the script's directory first on
+        sys.path, so a module beside the file wins."""
+        d = os.path.dirname(ap)
+        for i in range(len(parts) - 1, 0, -1):
+            base = os.path.join(d, *parts[:i])
+            for cand in (base + ".py", os.path.join(base, "__init__.py")):
+                if cand in self.module_of:
+                    if cand == ap:
+                        return None
+                    return self._lookup(cand, ".".join(parts[i:]))
         return None
 
     def _lookup(self, ap: str, qual: str) -> tuple[str, FuncSummary] | None:
@@ -173,6 +189,9 @@ class ProjectIndex:
                         out.saves_param.add(mine)
                     if theirs in cf.scaler_ops:
                         out.scaler_ops.setdefault(mine, set()).update(cf.scaler_ops[theirs])
+                for pos, d in c.dict_args:  # a dict built here, saved by the callee
+                    if cs.param_at(pos) in cf.saves_param:
+                        out.dict_saves.append(d)
                 for d in cf.dict_saves:
                     out.dict_saves.append(SaveFact(
                         None, d.has_opt, d.has_scaler,

@@ -27,8 +27,11 @@ function bodies (statements and calls only).
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 
 from amplint.model.names import add_import, canonical, qualify
+from amplint.tokens import match_rows
 
 _SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict"}
 _OPTIMIZER_WORDS = ("optim", "opt")
@@ -66,22 +69,23 @@ class CallFact:
     same class), the parameters it forwards ``((position or keyword, param), ...)``, and whether
     it is made inside an enabled (or flag-enabled) autocast region."""
 
-    __slots__ = ("callee", "forwards", "in_autocast", "line")
+    __slots__ = ("callee", "forwards", "in_autocast", "line", "dict_args")
 
-    def __init__(self, callee, forwards=(), in_autocast=False, line=0):
+    def __init__(self, callee, forwards=(), in_autocast=False, line=0, dict_args=()):
         self.callee = callee
         self.forwards = tuple(forwards)
         self.in_autocast = in_autocast
         self.line = line
+        self.dict_args = tuple(dict_args)  # (position or keyword, SaveFact of a dict built here)
 
     def __repr__(self) -> str:
         return f"CallFact({self.callee!r}, forwards={self.forwards!r}, in_autocast={self.in_autocast})"
 
     def __getstate__(self):
-        return (self.callee, self.forwards, self.in_autocast, self.line)
+        return (self.callee, self.forwards, self.in_autocast, self.line, self.dict_args)
 
     def __setstate__(self, state):
-        self.callee, self.forwards, self.in_autocast, self.line = state
+        self.callee, self.forwards, self.in_autocast, self.line, self.dict_args = state
 
 
 class FuncSummary:
@@ -144,12 +148,21 @@ class FileSummary:
         return f"FileSummary({sorted(self.functions)}, complete={self.complete})"
 
 
-def summarise(tree: ast.Module, complete: bool = True) -> FileSummary:
+# A function whose text holds none of these cannot do anything a summary records (speed: most
+# functions of a file that passed the screen are model or data code).
+SUMMARY_TOKENS = re.compile(r"backward|save|[sS]cale|autocast|step|update")
+
+
+def summarise(tree: ast.Module, complete: bool = True, source: str | None = None) -> FileSummary:
     scope: dict[str, str] = {}
     for s in _top_imports(tree.body):
         add_import(scope, s)
     out = FileSummary(imports=dict(scope), complete=complete)
+    rows = match_rows(source, SUMMARY_TOKENS) if source is not None else None
     for node, qual, cls in _functions(tree.body, "", None):
+        if rows is not None and not _holds_row(rows, node):
+            out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
+            continue
         out.functions[qual] = _Summariser(node, qual, cls, scope).run()
     # the module's own statements (a training script at top level): only what it calls
     top = _Summariser(None, MODULE, None, scope)
@@ -160,6 +173,19 @@ def summarise(tree: ast.Module, complete: bool = True) -> FileSummary:
 
 
 MODULE = "<module>"
+
+
+def _holds_row(rows: list[int], node) -> bool:
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    i = bisect.bisect_left(rows, start)
+    return i < len(rows) and rows[i] <= (node.end_lineno or start)
+
+
+def _params(node, cls) -> list[str]:
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    is_static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+    return names[1:] if cls is not None and names and not is_static else names
 
 
 def _top_imports(body):
@@ -198,6 +224,26 @@ def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
     return f"{dev.value}:{kind}" if kind else None
 
 
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+
+
+def _calls_in(node):
+    """The calls inside an expression, outermost first (ast.walk without the leaves)."""
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if type(n) is ast.Call:
+            out.append(n)
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if type(v) is list:
+                stack.extend(x for x in reversed(v) if isinstance(x, ast.AST) and not isinstance(x, _LEAVES))
+            elif isinstance(v, ast.AST) and not isinstance(v, _LEAVES):
+                stack.append(v)
+    return out
+
+
 class _Summariser:
     def __init__(self, node, qual, cls, module_scope):
         self.node = node
@@ -219,6 +265,7 @@ class _Summariser:
         if self.node is None:
             self.node = node
         self.dicts: dict[str, list[ast.expr]] = {}  # local name -> values put into it
+        self.escaped: set[str] = set()  # dicts handed to other code before a save (it may add the scaler)
 
     def run(self) -> FuncSummary:
         self.block(self.node.body, False)
@@ -291,9 +338,7 @@ class _Summariser:
                 self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(value, self.defaults)
 
     def expr(self, node, in_ac) -> None:
-        for n in ast.walk(node):
-            if not isinstance(n, ast.Call):
-                continue
+        for n in _calls_in(node):
             func = n.func
             if isinstance(func, ast.Attribute):
                 r = self.ref(func.value)
@@ -310,38 +355,54 @@ class _Summariser:
             if q == "torch.save" and n.args:
                 self._save(n.args[0], n.lineno)
                 continue
-            callee = q
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
-                callee = "self." + func.attr
-            if callee is None or callee.startswith("torch."):
-                continue
-            written = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
-            head = written.split(".", 1)[0]
-            if "." in written and not callee.startswith("self.") and head not in self.scope:
-                continue  # a method of a local object: nothing the index can resolve
-            fw = []
-            for i, a in enumerate(n.args):
-                r = self.ref(a)
-                if r is not None:
-                    fw.append((i, r))
-            for kw in n.keywords:
-                r = self.ref(kw.value) if kw.arg else None
-                if r is not None:
-                    fw.append((kw.arg, r))
-            self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno))
+            handed = [a.id for a in [*n.args, *(kw.value for kw in n.keywords)] if isinstance(a, ast.Name) and a.id in self.dicts]
+            try:
+                self._call(n, func, q, in_ac)
+            finally:
+                self.escaped.update(handed)  # what the callee did to the dict is not known here
+
+    def _call(self, n, func, q, in_ac) -> None:
+        callee = q
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
+            callee = "self." + func.attr
+        if callee is None or callee.startswith("torch."):
+            return
+        written = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
+        head = written.split(".", 1)[0]
+        if "." in written and not callee.startswith("self.") and head not in self.scope:
+            return  # a method of a local object: nothing the index can resolve
+        fw, dicts = [], []
+        for pos, a in [*enumerate(n.args), *((kw.arg, kw.value) for kw in n.keywords if kw.arg)]:
+            r = self.ref(a)
+            if r is not None:
+                fw.append((pos, r))
+            elif isinstance(a, ast.Dict) or (isinstance(a, ast.Name) and a.id in self.dicts):
+                fact = self._dict_fact(a, n.lineno)  # a checkpoint dict handed to a helper
+                if fact is not None:
+                    dicts.append((pos, fact))
+        self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts))
 
     def _save(self, arg, line) -> None:
         r = self.ref(arg)
         if r is not None and not r.startswith("self."):
             self.s.saves.append(SaveFact(param=r, line=line))
             return
+        fact = self._dict_fact(arg, line)
+        if fact is not None:
+            self.s.saves.append(fact)
+
+    def _dict_fact(self, arg, line) -> SaveFact | None:
         values: list[ast.expr] = []
         if isinstance(arg, ast.Dict):
             values = list(arg.values)
         elif isinstance(arg, ast.Name) and arg.id in self.dicts:
+            if arg.id in self.escaped:
+                return None  # other code saw the dict first: whether it adds the scaler is unknown
             values = self.dicts[arg.id]
+        elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "state_dict":
+            values = [arg]  # torch.save(optimizer.state_dict(), path): one state per file
         else:
-            return
+            return None
         opt_params, scaler_params, has_opt, has_scaler = [], [], False, False
         for v in values:
             text = ast.unparse(v).lower() if v is not None else ""
@@ -360,4 +421,4 @@ class _Summariser:
                         has_opt = True
                         if r:
                             opt_params.append(r)
-        self.s.saves.append(SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line))
+        return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line)

@@ -115,6 +115,9 @@ RULE_MODULES = [
     "amp007_repeated_scaler_update",
     "amp008_repeated_unscale_or_step",
     "amp009_zero_grad_before_step",
+    "amp010_step_closure_with_scaler",
+    "amp011_update_without_step",
+    "amp012_jump_between_step_and_update",
     "amp101_deprecated_amp_api",
     "amp102_unknown_grad_scaler_attribute",
     "amp103_autocast_missing_device_type",
@@ -123,6 +126,12 @@ RULE_MODULES = [
     "amp202_half_model_with_scaler",
     "amp203_scaler_with_bfloat16",
     "amp301_checkpoint_missing_scaler_state",
+    "amp302_scaler_state_discarded",
+    "amp401_accelerate_clip_scaled_grads",
+    "amp402_accelerate_unscale_per_micro_batch",
+    "amp403_fp16_weights_under_framework_amp",
+    "amp404_double_loss_scaling",
+    "amp405_lightning_manual_backward",
 ]
 
 

@@ -278,18 +278,24 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
                 if not c.ctx.loops:
                     continue
                 callee = model.resolve_callee(c)
-                if callee is None or not callee.walked:
+                hit = model.project_callee(c) if callee is None and c.arg_keys else None
+                if (callee is None or not callee.walked) and hit is None:
                     continue
                 for pos, key in c.arg_keys:
                     if key in seen or not model.is_scaler(key):
                         continue
-                    pname = model._param_for(callee, pos)
-                    if pname is None:
-                        continue
-                    pkey = ("L", callee.fid, pname)
-                    steps = [e for e in callee.events if e.kind == "step" and e.scaler == pkey]
-                    if not steps or model.may_update(callee, pkey):
-                        continue
+                    if hit is not None:  # a helper in another module: its summary says what it does
+                        ops = hit[2].scaler_ops.get(hit[1].param_at(pos) or "", set())
+                        if "step" not in ops or ops & {"update", "update_value"}:
+                            continue
+                    else:
+                        pname = model._param_for(callee, pos)
+                        if pname is None:
+                            continue
+                        pkey = ("L", callee.fid, pname)
+                        steps = [e for e in callee.events if e.kind == "step" and e.scaler == pkey]
+                        if not steps or model.may_update(callee, pkey):
+                            continue
                     loop = c.ctx.loops[-1]
                     if model.may_update(f, key, within=loop):
                         continue

@@ -230,8 +230,8 @@ with torch.autocast("cuda"):
         if e.stmt not in body:
             return None
         idx = body.index(e.stmt)
-        if idx == 0:
-            return None
+        if idx == 0 or body[0].lineno == w.lineno or body[idx - 1].end_lineno >= e.stmt.lineno:
+            return None  # a one-line `with`, or the backward shares its line with an earlier statement
         moved = body[idx:]
         safe = True
         kinds_by_stmt: dict[int, set[str]] = {}

@@ -3,7 +3,8 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement, RewriteCall
-from amplint.model import amp_ish
+from amplint.model import Event, amp_ish
+from amplint.model.filemodel import NOT_OPTIMIZER, OPTIMIZER_NAME
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import alone_on_line, branch_guard, scaler_text, simple_stmt, stmt_anchor
 
@@ -104,6 +105,39 @@ optimizer.step()
 """,
     ]
     invalid = [
+        # a plain step of each optimizer in a loop over the optimizers: reported, no fix
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    scaler.scale(loss_fn(model(x), y)).backward()
+    for o in optimizers:
+        o.step()
+        o.zero_grad()
+""",
+        ),
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    scaler.scale(loss_fn(model(x), y)).backward()
+    for opt in [opt_enc, opt_dec]:
+        opt.step()
+""",
+        ),
+        # a lambda used as the step
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+step_fn = lambda: optimizer.step()
+for x, y in loader:
+    scaler.scale(loss_fn(model(x), y)).backward()
+    step_fn()
+""",
+        ),
         Invalid(
             """
 import torch
@@ -155,13 +189,14 @@ for i, x in enumerate(loader):
     ]
 
     def check(self, model):
+        lambdas = self._lambda_steps(model)
         for f in model.funcs:
             backs = [e for e in f.events if e.kind == "backward" and e.scaled]
             if not backs:
                 continue
-            for p in f.events:
-                if p.kind != "opt_step":
-                    continue
+            for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]:
+                if p.kind != "opt_step" or _in_conditional_expression(p):
+                    continue  # `scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split
                 b = self._source_backward(f, backs, p)
                 if b is None:
                     continue
@@ -175,19 +210,71 @@ for i, x in enumerate(loader):
                     if unscaled
                     else "its gradients come from a scaled backward"
                 )
+                where = p.extra.get("report")
                 yield self.diagnostic(
                     model,
-                    p.node,
+                    where if where is not None else p.node,
                     f"`{p.optimizer}.step()` bypasses the GradScaler: {why}; "
                     f"use `{s}.step({p.optimizer})` (unscales, skips inf/NaN steps)",
-                    self._fix(model, f, p, b, s),
-                    p.stmt,
+                    None if p.extra.get("nofix") or _in_optimizer_loop(p) else self._fix(model, f, p, b, s),
+                    p.extra.get("report_stmt", p.stmt),
                 )
+
+    @staticmethod
+    def _loop_steps(model, f):
+        """``for opt in optimizers: opt.step()``: a plain step on the target of a loop over
+        optimizers (the walker only classifies receivers that are named like an optimizer)."""
+        out = []
+        for mc in f.methods:
+            if not mc.called or mc.attr != "step" or mc.node.args or mc.node.keywords:
+                continue
+            if not isinstance(mc.receiver_node, ast.Name) or model.is_scaler(mc.receiver):
+                continue
+            if any(e.kind == "opt_step" and e.node is mc.node for e in f.events):
+                continue
+            name = mc.receiver_node.id
+            loop = next((lp for lp in reversed(mc.ctx.loops) if name in lp.targets), None)
+            it = getattr(getattr(loop, "node", None), "iter", None)
+            if it is None or not OPTIMIZER_NAME.search(model.text(it)) or NOT_OPTIMIZER.search(model.text(it)):
+                continue
+            out.append(Event("opt_step", mc.node, mc.stmt, mc.seq, f, mc.ctx, optimizer=name, receiver=mc.receiver,
+                             extra={"nofix": True}))
+        return out
+
+    @staticmethod
+    def _lambda_steps(model):
+        """``step = lambda: optimizer.step()`` called as ``step()``: an event at each call."""
+        out: dict[int, list] = {}
+        for key, assigns in model.assigns.items():
+            for a in assigns:
+                lam = a.value
+                if not isinstance(lam, ast.Lambda) or lam.args.args:
+                    continue
+                body = lam.body
+                if not (
+                    isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "step"
+                    and not body.args and not body.keywords
+                ):
+                    continue
+                recv = body.func.value
+                if model.is_scaler(model.key_of_expr(recv, a.func)) or not model.is_optimizer(recv, a.func):
+                    continue
+                for c in model.qual_calls:
+                    if c.node.args or c.node.keywords or model.key_of_expr(c.callee, c.func) != key:
+                        continue
+                    out.setdefault(c.func.fid, []).append(
+                        Event("opt_step", c.node, c.stmt, c.seq, c.func, c.ctx, optimizer=model.text(recv),
+                              extra={"nofix": True, "report": body, "report_stmt": a.stmt})
+                    )
+        return out
 
     @staticmethod
     def _source_backward(f, backs, p):
         """The scaled backward whose gradients ``p`` steps, or None."""
         p_loops = set(map(id, p.loops))
+        if p.optimizer:
+            # loops over the optimizers do not separate the step from the backward
+            p_loops = {id(lp) for lp in p.loops if _root(p.optimizer) not in lp.targets}
         candidates = [
             b for b in backs if b.seq < p.seq and b.co_occurs(p) and p_loops <= set(map(id, b.loops))
         ]
@@ -229,3 +316,22 @@ for i, x in enumerate(loader):
                 return None
             actions.append(InsertStatement(stmt_anchor(model, p.stmt), f"{s}.update()"))
         return Fix("safe", f"Use `{s}.step({p.optimizer})`", tuple(actions))
+
+
+def _root(text: str) -> str:
+    return text.split(".", 1)[0].split("[", 1)[0]
+
+
+def _in_optimizer_loop(p) -> bool:
+    """The step sits in a loop over the optimizers (an inserted update would run per optimizer)."""
+    return bool(p.optimizer) and any(_root(p.optimizer) in lp.targets for lp in p.loops)
+
+
+def _in_conditional_expression(p) -> bool:
+    stmt = getattr(p, "stmt", None)
+    if stmt is None:
+        return False
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.IfExp) and any(x is p.node for x in (*ast.walk(n.body), *ast.walk(n.orelse))):
+            return True
+    return False

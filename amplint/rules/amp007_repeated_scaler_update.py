@@ -37,7 +37,10 @@ accumulation guard.
 
 A second backward pass after the first update (`step(opt_d); update();
 scaler.scale(loss_g).backward(); step(opt_g); update()`) is a new scaler iteration and is
-not reported.
+not reported, nor is a loop over (optimizer, loss) pairs whose every pass runs its own
+scaled backward, step and update (a full scaler iteration per pair), nor two scalers each
+updated once, nor `scaler.update(new_scale)` (it only sets the scale; measured: no error
+after the real update).
 
 ## Example
 ```python
@@ -92,6 +95,44 @@ for i, x in enumerate(loader):
     if (i + 1) % 4 == 0:
         scaler.step(opt)
         scaler.update()
+""",
+        # a floor on the scale after the real update: update(new_scale) needs no inf checks
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    scaler.update()
+    if scaler.get_scale() < MIN_SCALE:
+        scaler.update(MIN_SCALE)
+""",
+        # a loop over (optimizer, loss) pairs, each pass a full scaler iteration
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    losses = model(x)
+    for opt, loss in zip(optimizers, losses):
+        opt.zero_grad()
+        scaler.scale(loss).backward(retain_graph=True)
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        scaler.step(opt)
+        scaler.update()
+""",
+        # two scalers, each updated once
+        """
+import torch
+scaler_a = torch.amp.GradScaler("cuda")
+scaler_b = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler_a.scale(la(x)).backward()
+    scaler_b.scale(lb(x)).backward()
+    scaler_a.step(opt_a)
+    scaler_a.update()
+    scaler_b.step(opt_b)
+    scaler_b.update()
 """,
         # exclusive branches
         """
@@ -189,7 +230,8 @@ for i, x in enumerate(loader):
 
     def check(self, model):
         for f in model.funcs:
-            ups = [e for e in f.events if e.kind == "update"]
+            # update(new_scale) only sets the scale (no inf checks needed): not a repeat
+            ups = [e for e in f.events if e.kind == "update" and not _explicit(e)]
             if not ups:
                 continue
             for u in ups:
@@ -208,7 +250,7 @@ for i, x in enumerate(loader):
                 continue
             if e.kind == "backward" and e.scaled:
                 return None  # a new scaled backward: a new scaler iteration
-            if e.kind in SCALER_KINDS:
+            if e.kind in SCALER_KINDS and not _explicit(e):
                 loop = model.iteration_loop(e)
                 if (loop is None and not u.loops) or (loop is not None and loop in u.loops):
                     nxt = e
@@ -218,7 +260,7 @@ for i, x in enumerate(loader):
         fix = None
         later = [
             x for x in f.events
-            if x.kind == "update" and x.scaler == u.scaler and x.seq > nxt.seq and x.co_occurs(u) and x.loops == u.loops
+            if x.kind == "update" and not _explicit(x) and x.scaler == u.scaler and x.seq > nxt.seq and x.co_occurs(u) and x.loops == u.loops
         ]
         if later and is_simple_call_stmt(u) and nxt.kind != "update":
             fix = Fix("safe", "Remove this `update()`; the last one stays", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
@@ -236,9 +278,16 @@ for i, x in enumerate(loader):
             ]
             if not steps:
                 continue
+            if any(
+                b.kind == "backward" and b.scaled and b.scaler == u.scaler and loop in b.loops and b.seq < steps[0].seq
+                for b in f.events
+            ):
+                # each pass runs its own scaled backward: a full scaler iteration per
+                # (optimizer, loss) pair, not one iteration with several updates
+                continue
             fix = None
             outer_after = [
-                x for x in f.events if x.kind == "update" and x.scaler == u.scaler and x.seq > u.seq and loop not in x.loops
+                x for x in f.events if x.kind == "update" and not _explicit(x) and x.scaler == u.scaler and x.seq > u.seq and loop not in x.loops
             ]
             if is_simple_call_stmt(u) and not outer_after and u.loops[-1] is loop and isinstance(loop.node, ast.For):
                 st = scaler_text(model, f, u.scaler)
@@ -293,6 +342,11 @@ for i, x in enumerate(loader):
                 u.stmt,
             )
         return None
+
+
+def _explicit(e) -> bool:
+    """``scaler.update(new_scale)``: sets the scale, reads no inf checks."""
+    return e.kind == "update" and isinstance(e.node, ast.Call) and bool(e.node.args or e.node.keywords)
 
 
 def _names(nodes):

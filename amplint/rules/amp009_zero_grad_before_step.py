@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
+from amplint.diagnostics import Fix, MoveStatement
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
 
@@ -192,8 +192,5 @@ class T:
         return Fix(
             "unsafe",
             f"Move `{z.optimizer}.zero_grad()` after the step",
-            (
-                ReplaceStatement(stmt_anchor(model, z.stmt), ""),
-                InsertStatement(stmt_anchor(model, anchor.stmt), model.text(z.stmt)),
-            ),
+            (MoveStatement(stmt_anchor(model, z.stmt), stmt_anchor(model, anchor.stmt)),),
         )

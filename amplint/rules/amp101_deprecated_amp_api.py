@@ -4,7 +4,7 @@ import ast
 import re
 
 from amplint.diagnostics import Fix, RenameImportModule, ReplaceExpression, ReplaceStatement
-from amplint.model.names import dotted
+from amplint.model.names import dotted, qualify
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import stmt_anchor
 from amplint.settings import _parse_version
@@ -22,6 +22,10 @@ for _dev in ("cuda", "cpu"):
             continue
         for _m in _mods:
             DEPRECATED[f"torch.{_dev}.amp{_m}.{_name}"] = (_name, _dev)
+# the torch version that has each replacement (amp-facts: torch.amp.GradScaler and the CPU
+# scaler 2.3; torch.amp.autocast in 2.3, generic torch.autocast since 1.10; custom_fwd/bwd with
+# device_type 2.4)
+NEEDS = {"GradScaler": "2.3", "autocast": "2.3", "custom_fwd": "2.4", "custom_bwd": "2.4"}
 DEPRECATED_MODULES = {f"torch.{d}.amp{m}": d for d in ("cuda", "cpu") for m in ("", ".autocast_mode", ".grad_scaler")}
 AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 VERSION_TEST = re.compile(r"version|TORCH_|_TORCH|hasattr|getattr|is_torch", re.IGNORECASE)
@@ -94,15 +98,19 @@ and its calls get the device; `import torch.cuda.amp as tca` becomes `import tor
 tca`. Positional arguments of `autocast` (`enabled`, `dtype`, `cache_enabled`) become
 keywords, because `torch.amp.autocast` takes the device first.
 
-It is safe when the project targets torch >= 2.4 (`target-torch-version`, default 2.4), where
-the replacements exist and behave the same (`torch.amp.GradScaler` needs 2.3,
-`torch.amp.custom_fwd(device_type=...)` 2.4). For an older target the fix is display-only.
+A spelling is reported only when the project's torch (`target-torch-version`, default 2.4)
+has its replacement: `torch.amp.GradScaler` and the CPU GradScaler arrived in 2.3,
+`torch.amp.autocast` is there in 2.3 (generic `torch.autocast` since 1.10),
+`torch.amp.custom_fwd/custom_bwd(device_type=...)` arrived in 2.4. Below those versions the
+old spelling is not deprecated and nothing is reported, so no message or fix suggests an API
+the target lacks. Where reported, the fix is safe: the replacement exists and behaves the same.
 No fix is offered for a non-call use (an alias, `isinstance`, `partial(...)`) of `autocast` or
 `custom_fwd`, or when a module alias is also used for other attributes. A non-call use of
-`torch.cuda.amp.GradScaler` is rewritten only where it is used as a class (an annotation,
-`isinstance`/`issubclass`): an alias (`GS = torch.cuda.amp.GradScaler`) or a factory argument
-is left alone, since `torch.amp.GradScaler` takes the device as its first parameter and a
-call `GS(4096.0)` would then get the device `4096.0`. A `from torch.cuda.amp import (...)`
+`torch.cuda.amp.GradScaler` is rewritten only in an annotation: an alias
+(`GS = torch.cuda.amp.GradScaler`) or a factory argument is left alone, since
+`torch.amp.GradScaler` takes the device as its first parameter and a call `GS(4096.0)` would
+then get the device `4096.0`; `isinstance(x, torch.cuda.amp.GradScaler)` is left alone too,
+since `torch.amp.GradScaler` also matches CPU scalers. A `from torch.cuda.amp import (...)`
 keeps its parentheses and comments: only the module name changes.
 """
     valid = [
@@ -153,6 +161,15 @@ with amp.autocast("cuda"):
 """,
     ]
     invalid = [
+        # a subclass of the deprecated scaler: detection only
+        Invalid(
+            """
+import torch
+class MyScaler(torch.cuda.amp.GradScaler):
+    def __init__(self, init_scale):
+        super().__init__(init_scale)
+""",
+        ),
         Invalid(
             """
 import torch
@@ -255,6 +272,7 @@ with ac():
     ]
 
     def check(self, model):
+        yield from self._subclasses(model)
         callee_of = {id(c.callee): c for c in model.qual_calls}
         bindings = self._bindings(model)
         groups: dict[int, list] = {}
@@ -262,6 +280,8 @@ with ac():
         for r in model.refs:
             if _version_guarded(r):
                 continue
+            if r.qualname in DEPRECATED and not _version_ok(model, NEEDS[DEPRECATED[r.qualname][0]]):
+                continue  # the target torch has no replacement (and no deprecation)
             parts = dotted(r.node)
             if not parts:
                 continue
@@ -280,8 +300,15 @@ with ac():
                     continue
             direct.append(r)
         fixes = {}
+        base_heads = {
+            (dotted(b) or [""])[0] for info in model.classes.values() for b in info.node.bases
+        }
         for gid, (imp, *refs) in groups.items():
             fixes[gid] = self._group_fix(model, imp, refs, callee_of)
+            if base_heads & set(self._bound(imp)):
+                # a class subclasses a name this import binds: rewriting the import would change
+                # its base's signature (torch.amp.GradScaler takes the device first)
+                fixes[gid] = None
             for r in refs:
                 if r.qualname in DEPRECATED:
                     yield self._diag(model, r, fixes[gid])
@@ -294,6 +321,13 @@ with ac():
             if id(imp) in groups or imp.ctx.guarded:
                 continue
             names = self._bound(imp)
+            if any(
+                not _version_ok(model, NEEDS[DEPRECATED[q][0]])
+                for a in getattr(imp.node, "names", [])
+                for q in [f"{getattr(imp.node, 'module', '')}.{a.name}"]
+                if q in DEPRECATED
+            ):
+                continue
             if names and all(self._deprecated_binding(imp, n, strict=True) for n in names):
                 if any(bindings.get(n, [imp]) != [imp] for n in names):
                     continue
@@ -301,6 +335,26 @@ with ac():
                     model, imp.node,
                     f"Import from the deprecated `{self._module_text(imp)}`; use `torch.amp` (with a device argument at the call)",
                     None, imp.node,
+                )
+
+    def _subclasses(self, model):
+        """``class MyScaler(torch.cuda.amp.GradScaler)``: class bases are not references the
+        walker records. Detection only (a subclass's own ``__init__`` decides what a rewrite
+        would need)."""
+        for info in model.classes.values():
+            for base in info.node.bases:
+                q = qualify(base, [model.module_scope])
+                if q not in DEPRECATED:
+                    continue
+                name, dev = DEPRECATED[q]
+                if not _version_ok(model, NEEDS[name]):
+                    continue
+                old = q.replace(".autocast_mode", "").replace(".grad_scaler", "")
+                yield self.diagnostic(
+                    model, base,
+                    f"`{info.node.name}` subclasses the deprecated `{old}` (FutureWarning at every construction since "
+                    f"torch 2.4); subclass `torch.amp.{name}` and pass the device (\"{dev}\") to its `__init__`",
+                    None, info.node,
                 )
 
     # ------------------------------------------------------------------ bindings
@@ -373,7 +427,7 @@ with ac():
         )
 
     def _applicability(self, model, names) -> str:
-        need = "2.3" if set(names) <= {"GradScaler"} else "2.4"
+        need = max((NEEDS.get(n, "2.4") for n in names), key=lambda v: tuple(map(int, v.split("."))), default="2.4")
         return "safe" if _version_ok(model, need) else "display-only"
 
     def _call_text(self, model, call: ast.Call, new_func: str, name: str, dev: str) -> str | None:
@@ -484,17 +538,14 @@ with ac():
 
 
 def _class_only(model, r) -> bool:
-    """The reference is used as a class, never called through another name: an annotation,
-    or an argument of ``isinstance``/``issubclass`` (not an alias assignment, not a factory
-    argument)."""
-    if r.role == "load":
-        return not isinstance(r.stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)) or not any(
-            n is r.node for n in ast.walk(getattr(r.stmt, "value", None) or ast.Pass())
-        )
-    for c in model.qual_calls:
-        if any(a is r.node for a in c.node.args):
-            return c.qualname in ("isinstance", "issubclass")
-    return False
+    """The reference is only an annotation: never called through another name (an alias
+    assignment, a factory argument) and never an ``isinstance`` test (``torch.amp.GradScaler``
+    also matches CPU scalers)."""
+    if r.role != "load":
+        return False
+    if any(n is r.node for n in ast.walk(getattr(r.stmt, "value", None) or ast.Pass())):
+        return False
+    return not any(any(n is r.node for a in c.node.args for n in ast.walk(a)) for c in model.qual_calls)
 
 
 def _encloses(outer, inner) -> bool:

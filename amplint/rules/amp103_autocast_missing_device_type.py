@@ -145,12 +145,16 @@ def step(model, x, device_type):
                     inner = rest[m.end():]
                     code = f"{func_text}({dev})" if inner.startswith(")") else f"{func_text}({dev}, {inner}"
                     (r1, c1, r2, c2) = model.span(call)
-                    fix = Fix("unsafe", f"Add the device type {dev}", (ReplaceExpression((r1, c1), (r2, c2), code),))
+                    help_text = (
+                        f"Pass `{dev}` (in scope here) as the device type" if not dev.startswith('"')
+                        else f"Pass the device type {dev}"
+                    )
+                    fix = Fix("unsafe", help_text, (ReplaceExpression((r1, c1), (r2, c2), code),))
             yield self.diagnostic(
                 model,
                 call,
                 f"`{func_text}()` needs a device type (raises \"TypeError: autocast.__init__() missing 1 required "
-                f"positional argument: 'device_type'\"); pass e.g. {dev}",
+                f"positional argument: 'device_type'\"); pass " + (f"`{dev}`" if not dev.startswith('"') else f"e.g. {dev}"),
                 fix,
                 stmt,
             )

@@ -1,8 +1,21 @@
 from __future__ import annotations
 
+import ast
+
 from amplint.diagnostics import Fix
 from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
+from amplint.rules._versions import scaler_class
+
+
+def _ends_path(stmts) -> bool:
+    last = stmts[-1] if stmts else None
+    if isinstance(last, (ast.Raise, ast.Return, ast.Continue, ast.Break)):
+        return True
+    return (
+        isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+        and ast.unparse(last.value.func) in ("sys.exit", "exit", "quit", "os._exit")
+    )
 
 
 class ApexAmp(Rule):
@@ -22,8 +35,14 @@ pass and `torch.amp.GradScaler` for loss scaling. apex's O2/O3 levels also cast 
 to fp16 and keep fp32 master weights, which native AMP does differently (fp32 weights,
 fp16 autocast regions).
 
-apex imported as an optional dependency (`try: from apex import amp` / `except ImportError:`)
-is not reported: that code offers apex as one backend among others.
+apex imported behind `try: from apex import amp` / `except ImportError:` is reported where
+it is still the default path: an apex call that runs unconditionally (`amp = None` in the
+handler, then `amp.initialize(...)` anyway; or `if amp is None: raise ...` first). A guard
+that only probes availability and falls back is not reported: apex calls under a condition
+(`if APEX_AVAILABLE: ... else: torch.amp...`, `if args.apex:`), in a file that also has a
+native path (a torch GradScaler or autocast), or inside a class or function whose name says
+it is the apex backend (`class ApexScaler`, `ApexOptimWrapper.backward`) offer apex as one
+backend among others.
 
 ## Example
 ```python
@@ -59,8 +78,53 @@ import amp_C
 from apex.optimizers import FusedAdam
 from apex.multi_tensor_apply import multi_tensor_applier
 """,
-        # an optional backend: guarded import
+        # an availability probe that falls back to torch.amp
         """
+import torch
+try:
+    from apex import amp
+    APEX_AVAILABLE = True
+except ImportError:
+    APEX_AVAILABLE = False
+def backward(loss, optimizer, scaler):
+    if APEX_AVAILABLE:
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+    else:
+        scaler.scale(loss).backward()
+""",
+        # the apex backend class of a library that also has a native one
+        """
+import torch
+try:
+    from apex import amp
+except ImportError:
+    amp = None
+class ApexScaler:
+    def __call__(self, loss, optimizer):
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+class NativeScaler:
+    def __init__(self):
+        self._scaler = torch.amp.GradScaler("cuda")
+""",
+        # a user option selects apex
+        """
+try:
+    from apex import amp
+except ImportError:
+    amp = None
+def setup(model, optimizer, args):
+    if args.apex:
+        model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)
+    return model, optimizer
+""",
+    ]
+    invalid = [
+        # the guarded import, used unconditionally: apex is still the default path
+        Invalid(
+            """
 try:
     from apex import amp
 except ImportError:
@@ -69,8 +133,19 @@ def backward(loss, optimizer):
     with amp.scale_loss(loss, optimizer) as scaled_loss:
         scaled_loss.backward()
 """,
-    ]
-    invalid = [
+        ),
+        Invalid(
+            """
+try:
+    from apex import amp
+except ImportError:
+    amp = None
+def setup(model, optimizer):
+    if amp is None:
+        raise ImportError("install apex")
+    return amp.initialize(model, optimizer, opt_level="O1")
+""",
+        ),
         Invalid(
             """
 from apex import amp
@@ -94,23 +169,49 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
             if imp.ctx.guarded:
                 for a in imp.node.names:
                     optional.add((a.asname or a.name).split(".")[0])
+        # a torch-native AMP path in the same file: apex is the optional alternative
+        native_path = bool(model.autocast_calls) or any(model.constructions(k) for k in model.scaler_keys())
         for r in model.refs:
             q = r.qualname
             if not (q == "apex.amp" or q.startswith("apex.amp.")) or r.role not in ("call", "decorator"):
                 continue
-            if r.ctx.guarded or (dotted(r.node) or [""])[0] in optional:
+            if r.ctx.guarded:
                 continue
+            if (dotted(r.node) or [""])[0] in optional and (
+                self._conditional(model, r) or native_path or "apex" in r.func.qualname.lower()
+            ):
+                continue  # apex as one backend among others
             what = q[len("apex."):]
+            sc = scaler_class(model)
             fix = Fix(
                 "display-only",
-                "Replace apex.amp with torch.autocast + torch.amp.GradScaler (scaler.scale(loss).backward(), "
+                f"Replace apex.amp with torch.autocast + {sc} (scaler.scale(loss).backward(), "
                 "scaler.step(optimizer), scaler.update())",
                 (),
             )
             yield self.diagnostic(
                 model,
                 r.node,
-                f"`{what}` is NVIDIA apex's deprecated AMP API; use native `torch.autocast` and `torch.amp.GradScaler`",
+                f"`{what}` is NVIDIA apex's deprecated AMP API; use native `torch.autocast` and `{sc}`",
                 fix,
                 r.stmt,
             )
+
+    @staticmethod
+    def _conditional(model, r) -> bool:
+        """Does the apex call run only under a condition? Conditions that come from an
+        ``if ...: raise`` before it (the other arm ends the function) do not count."""
+        if not r.ctx.lits:
+            return False
+        ifs = {id(n): n for n in ast.walk(r.func.node) if isinstance(n, ast.If)}
+        for lit in r.ctx.lits:
+            node = ifs.get(lit.group)
+            if node is None:
+                return True  # a try/match arm: a condition
+            if any(x is r.node for x in ast.walk(node)):
+                return True  # the call sits in an arm of this if
+            # the call follows the if: the literal says the other arm ended the path
+            # (`if amp is None: raise ...`), which is no fallback
+            if not _ends_path(node.body if lit.arm == 1 else node.orelse):
+                return True
+        return False

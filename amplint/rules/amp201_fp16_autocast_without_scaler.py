@@ -4,6 +4,7 @@ import ast
 import re
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
+from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
 from amplint.rules._autocast import autocast_enabled_off, described
@@ -202,7 +203,7 @@ for x, y in loader:
                 model,
                 call,
                 "float16 autocast in a training loop with no GradScaler: small gradients underflow to zero and "
-                "inf/NaN steps are applied; add `torch.amp.GradScaler(\"cuda\")` (scale/step/update) or use "
+                f"inf/NaN steps are applied; add `{cuda_scaler_ctor(model)}` (scale/step/update) or use "
                 "`dtype=torch.bfloat16`",
                 self._fix(model, f, ctx, loop, backs, steps),
                 stmt,
@@ -237,11 +238,12 @@ for x, y in loader:
         recv = b.node.func.value
         (r, c, er, ec) = model.span(recv)
         (pr, pc, per, pec) = model.span(p.node)
+        ctor = cuda_scaler_ctor(model, torch_name)
         return Fix(
             "unsafe",
-            f"Add `{name} = {torch_name}.amp.GradScaler(\"cuda\")` and route backward/step/update through it",
+            f"Add `{name} = {ctor}` and route backward/step/update through it",
             (
-                InsertStatement(stmt_anchor(model, outer), f'{name} = {torch_name}.amp.GradScaler("cuda")', "before"),
+                InsertStatement(stmt_anchor(model, outer), f"{name} = {ctor}", "before"),
                 ReplaceExpression((r, c), (er, ec), f"{name}.scale({model.text(recv)})"),
                 ReplaceExpression((pr, pc), (per, pec), f"{name}.step({p.optimizer})"),
                 InsertStatement(stmt_anchor(model, p.stmt), f"{name}.update()"),

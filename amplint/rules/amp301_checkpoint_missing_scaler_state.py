@@ -127,7 +127,8 @@ class Trainer:
             if d is None or id(d) in seen:
                 continue  # one finding per checkpoint dict, at its first save
             seen.add(id(d))
-            if not any(self._optimizer_state(model, v, f) for v in d.values):
+            values = [d] if isinstance(d, ast.Call) else d.values  # torch.save(opt.state_dict(), path)
+            if not any(self._optimizer_state(model, v, f) for v in values):
                 continue
             text = model.text(d).lower()
             if "scaler" in text or "scale" in text:
@@ -154,7 +155,7 @@ class Trainer:
             if c.qualname in ("torch.save", None) or not c.node.args and not c.node.keywords:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
-            if not in_scope:
+            if not in_scope or not self._hands_state(model, c):
                 continue
             hit = model.project_callee(c)
             if hit is None:
@@ -169,10 +170,23 @@ class Trainer:
             helper = model.text(c.node.func)
             yield self.diagnostic(
                 model, c.node,
-                f"`{helper}()` {why} but not `{name}.state_dict()`: a resumed run restarts the loss scale at "
+                f"`{helper}()` {why.format(scaler=name)}: a resumed run restarts the loss scale at "
                 f"65536 and skips steps while it re-learns it; save and load the scaler state too",
                 None, c.stmt,
             )
+
+    @staticmethod
+    def _hands_state(model, c) -> bool:
+        """Does the call hand over what a checkpoint is made of: a dict, an optimizer, a scaler?"""
+        for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
+            if isinstance(a, ast.Dict):
+                return True
+            if isinstance(a, (ast.Name, ast.Attribute)):
+                if model.is_optimizer(a, c.func) or model.is_scaler(model.key_of_expr(a, c.func)):
+                    return True
+                if isinstance(a, ast.Name) and any(isinstance(x.value, ast.Dict) for x in model.assigns.get(model.key_of_expr(a, c.func), ())):
+                    return True
+        return False
 
     def _helper_verdict(self, model, c, callee, facts) -> str | None:
         args = list(enumerate(c.node.args)) + [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg]
@@ -181,9 +195,9 @@ class Trainer:
             if p is None or p not in facts.saves_param:
                 continue
             d = self._dict_value(model, a, c)
-            if d is not None and any(self._optimizer_state(model, v, c.func) for v in d.values):
+            if d is not None and any(self._optimizer_state(model, v, c.func) for v in ([d] if isinstance(d, ast.Call) else d.values)):
                 if not re.search(r"scale", model.text(d), re.IGNORECASE):
-                    return "saves a checkpoint with the optimizer state"
+                    return "saves a checkpoint with the optimizer state but not `{scaler}.state_dict()`"
         passed = {callee.param_at(pos) for pos, a in args if not (isinstance(a, ast.Constant) and a.value is None)}
         gives_optimizer = any(
             isinstance(a, (ast.Name, ast.Attribute)) and model.is_optimizer(a, c.func) for _p, a in args
@@ -192,9 +206,10 @@ class Trainer:
             if not d.has_opt or not (gives_optimizer or d.opt_params):
                 continue
             if not d.has_scaler and not callee.varkw and not any("scal" in p.lower() for p in callee.params):
-                return "writes a checkpoint with the optimizer state (and has no way to save the scaler)"
+                return "writes a checkpoint with the optimizer state and has no parameter for the scaler, so `{scaler}.state_dict()` is never saved"
             if d.scaler_params and not any(p in passed for p in d.scaler_params) and not callee.varkw:
-                return f"is not given `{d.scaler_params[0]}=`: it writes the optimizer state"
+                return (f"saves the scaler state only when given `{d.scaler_params[0]}=`, and this call leaves it out "
+                        "(the checkpoint has the optimizer state but not `{scaler}.state_dict()`)")
         return None
 
     @staticmethod
@@ -213,6 +228,8 @@ class Trainer:
     @staticmethod
     def _dict(model, c):
         a = c.node.args[0]
+        if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "state_dict":
+            return a
         if isinstance(a, ast.Dict):
             return a
         if isinstance(a, ast.Name):

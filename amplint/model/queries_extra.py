@@ -1,0 +1,182 @@
+"""Small syntactic queries over one function's statements that the walker does not record:
+statement parents, the branch arm each statement sits in, enclosing loops, and jump
+statements (``continue``/``break``/``return``). Derived from the AST on demand, cached on the
+model (``FileModel.dispose`` clears it with the rest)."""
+
+from __future__ import annotations
+
+import ast
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def parents(model, func) -> dict[int, tuple[ast.AST, str, int]]:
+    """id(stmt) -> (parent node, field, index in an except/match list or -1) for every
+    statement of ``func``'s body, not descending into nested functions or classes."""
+    cache = model.__dict__.setdefault("_qx_parents", {})
+    got = cache.get(id(func.node))
+    if got is not None:
+        return got
+    out: dict[int, tuple[ast.AST, str, int]] = {}
+
+    def block(owner, field, stmts, idx=-1):
+        for s in stmts:
+            out[id(s)] = (owner, field, idx)
+            visit(s)
+
+    def visit(s):
+        if isinstance(s, _DEFS):
+            return
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                block(s, field, sub)
+        for i, h in enumerate(getattr(s, "handlers", []) or []):
+            block(s, "handlers", h.body, i)
+        for i, case in enumerate(getattr(s, "cases", []) or []):
+            block(s, "cases", case.body, i)
+
+    node = func.node
+    if isinstance(node, ast.Module):
+        block(node, "body", node.body)
+    else:
+        block(node, "body", getattr(node, "body", []))
+    cache[id(func.node)] = out
+    return out
+
+
+def ancestry(model, func, stmt) -> list[tuple[ast.AST, str, int]]:
+    """The chain (parent, field, index) from ``stmt`` up to the function, innermost first."""
+    ps = parents(model, func)
+    chain = []
+    cur = stmt
+    while id(cur) in ps:
+        p = ps[id(cur)]
+        chain.append(p)
+        cur = p[0]
+        if cur is func.node:
+            break
+    return chain
+
+
+def _arms(model, func, stmt) -> dict[int, tuple[str, int]]:
+    """Branch points above ``stmt`` and the arm it is in (If body/orelse, Try body/handler i/
+    orelse/finalbody, Match case i)."""
+    out = {}
+    for owner, field, idx in ancestry(model, func, stmt):
+        if isinstance(owner, (ast.If, ast.Try)) or type(owner).__name__ in ("TryStar", "Match"):
+            out[id(owner)] = (field, idx)
+    return out
+
+
+def exclusive_stmts(model, func, a: ast.stmt, b: ast.stmt) -> bool:
+    """``a`` and ``b`` sit in different arms of one ``if``/``match`` (or one is in a ``try``
+    body and the other in one of its handlers, which precision counts as exclusive)."""
+    xa, xb = _arms(model, func, a), _arms(model, func, b)
+    for k, arm in xa.items():
+        other = xb.get(k)
+        if other is None or other == arm:
+            continue
+        if "finalbody" in (arm[0], other[0]):
+            continue  # a finally block runs on every path
+        return True
+    return False
+
+
+def enclosing_loops(model, func, stmt) -> list[ast.AST]:
+    """Loops around ``stmt`` inside ``func``, innermost first."""
+    return [owner for owner, field, _i in ancestry(model, func, stmt) if isinstance(owner, LOOPS) and field == "body"]
+
+
+def contains(outer: ast.AST, stmt: ast.AST) -> bool:
+    return (outer.lineno, outer.col_offset) <= (stmt.lineno, stmt.col_offset) and (
+        (stmt.end_lineno, stmt.end_col_offset) <= (outer.end_lineno, outer.end_col_offset)
+    )
+
+
+def jumps(model, func) -> list[ast.stmt]:
+    """Every ``continue``/``break``/``return`` of ``func`` (not of nested functions)."""
+    return [
+        s
+        for s in _all_stmts(model, func)
+        if isinstance(s, (ast.Continue, ast.Break, ast.Return))
+    ]
+
+
+def _all_stmts(model, func) -> list[ast.stmt]:
+    ps = parents(model, func)
+    out = []
+
+    def walk(stmts):
+        for s in stmts:
+            if id(s) in ps:
+                out.append(s)
+            if isinstance(s, _DEFS):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(s, field, None)
+                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                    walk(sub)
+            for h in getattr(s, "handlers", []) or []:
+                walk(h.body)
+            for case in getattr(s, "cases", []) or []:
+                walk(case.body)
+
+    walk(getattr(func.node, "body", []))
+    return out
+
+
+def pos(node: ast.AST) -> tuple[int, int]:
+    return (node.lineno, node.col_offset)
+
+
+def end_pos(node: ast.AST) -> tuple[int, int]:
+    return (node.end_lineno, node.end_col_offset)
+
+
+def calls_in_loops(model, name: str, method: bool):
+    """Calls of the function ``name`` (``self.name(...)`` when ``method``) that sit inside a
+    loop of the function around them, over the whole file (walked or not): (call, loop).
+
+    The tree may be the masked one (definitions without an AMP token are stubbed out before
+    parsing, amplint/parse.py), which hides callers; when the name is called in the text but
+    no caller is found, the full text is parsed once (rows are the same) and scanned."""
+    out = _calls_in_loops(model.tree, name, method)
+    if out or model.source.count(name + "(") < 2:
+        return out
+    full = model.__dict__.get("_qx_full_tree")
+    if full is None:
+        try:
+            full = ast.parse(model.source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            full = ast.Module(body=[], type_ignores=[])
+        model.__dict__["_qx_full_tree"] = full
+    return _calls_in_loops(full, name, method)
+
+
+def _calls_in_loops(tree, name: str, method: bool):
+    out = []
+
+    def visit(node, loop):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, None)
+                continue
+            if isinstance(child, ast.ClassDef):
+                visit(child, None)
+                continue
+            inner = loop
+            if isinstance(node, LOOPS) and child in getattr(node, "body", []):
+                inner = node
+            if isinstance(child, ast.Call) and inner is not None:
+                fn = child.func
+                if (not method and isinstance(fn, ast.Name) and fn.id == name) or (
+                    method and isinstance(fn, ast.Attribute) and fn.attr == name and isinstance(fn.value, ast.Name)
+                    and fn.value.id == "self"
+                ):
+                    out.append((child, inner))
+            visit(child, inner)
+
+    visit(tree, None)
+    return out

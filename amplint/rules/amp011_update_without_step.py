@@ -1,0 +1,372 @@
+from __future__ import annotations
+
+import ast
+
+from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
+from amplint.model import amp_ish
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import is_simple_call_stmt, same_iteration, scaler_disabled, scaler_text, stmt_anchor
+
+
+def _alone(model, stmt) -> bool:
+    """``stmt`` is the only thing on its (single) line (no other statement, no comment that
+    removing it would lose)."""
+    if stmt.lineno != stmt.end_lineno:
+        return False
+    return model.lines[stmt.lineno - 1].strip() == model.text(stmt).strip()
+
+
+def _alone_end(model, stmt) -> bool:
+    """Nothing follows ``stmt`` on its last line (no ``; other``)."""
+    line = model.lines[stmt.end_lineno - 1]
+    rest = line[model.char_col(stmt.end_lineno, stmt.end_col_offset):] if line.isascii() else line
+    return rest.split("#", 1)[0].strip() == ""
+
+
+def accumulation_guard(lit) -> bool:
+    k = (lit.key or "").lower()
+    return "%" in k or "accum" in k or "sync_grad" in k
+
+
+def guard_lits(s, u) -> list:
+    """The branch literals that condition ``s`` but not ``u`` (a literal with the same test
+    and polarity on ``u``, from another ``if`` with the same condition, guards both)."""
+    out = []
+    for lit in s.ctx.lits:
+        if lit in u.ctx.lits:
+            continue
+        if lit.key is not None and any(x.key == lit.key and x.pol == lit.pol for x in u.ctx.lits):
+            continue
+        out.append(lit)
+    return out
+
+
+class UpdateWithoutStep(Rule):
+    code = "AMP011"
+    name = "update-without-step"
+    summary = "`scaler.update()` runs on iterations where `scaler.step()` did not (step under a condition, update not)"
+    fix_availability = "sometimes"
+    docs = """
+## What it does
+Checks for a `GradScaler.update()` that runs on every iteration while the iteration's
+`scaler.step(optimizer)` runs only under a condition (`if i >= warmup:`, `if not skip:`,
+`if torch.isfinite(loss):`), with no unconditional `scaler.unscale_()` before the update.
+
+## Why is this bad?
+`update()` reads the inf checks that `step()` (or `unscale_()`) recorded in the same
+iteration. On an iteration where the condition is false nothing was recorded and torch
+raises `AssertionError: No inf checks were recorded prior to update.` (measured: on the
+first iteration without a step; a single skipped iteration is enough).
+
+Not reported: steps and `unscale_()` calls under different conditions (the update raises
+only when all of them are false), step and update under the same condition (also two separate `if`s with the
+same test), an unconditional `unscale_()` before the condition (it records the inf checks,
+measured: no error), steps in every arm of the branch, an AMP switch (`if use_amp:
+scaler.step(opt) else: opt.step()`, or a condition naming AMP), scalers constructed with
+`enabled=False`, and gradient-accumulation guards (`if (i + 1) % accum == 0:`), which
+AMP007 reports.
+
+## Example
+```python
+for i, (x, y) in enumerate(loader):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    if i >= warmup_iters:
+        scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+```
+
+Use instead:
+```python
+for i, (x, y) in enumerate(loader):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    if i >= warmup_iters:
+        scaler.step(optimizer)
+        scaler.update()
+    optimizer.zero_grad()
+```
+
+## Fix safety
+The fix moves the `update()` to the end of the condition's body. It is offered when the
+step and the update are each a statement of their own (alone on their lines, no one-line
+suite, no semicolons), the condition is a single `if` with the step directly in its body and
+no `continue`/`break`/`return`/`raise` in that body, the
+two sit in the same loop, and nothing between them mentions the scaler or calls a function
+of this file that may reach it. It is safe: on iterations with a step the statements run in
+the same order as before (nothing between them reads the scaler), and on the others the
+update, which raised, no longer runs.
+"""
+    valid = [
+        # step and update under the same condition
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    if i >= warmup:
+        scaler.step(opt)
+        scaler.update()
+""",
+        # two separate ifs with the same test
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    if not skip:
+        scaler.step(opt)
+    log(loss)
+    if not skip:
+        scaler.update()
+""",
+        # unscale_ unconditionally records the inf checks
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.unscale_(opt)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if torch.isfinite(norm):
+        scaler.step(opt)
+    scaler.update()
+""",
+        # an AMP switch
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+for x in loader:
+    scaler.scale(model(x)).backward()
+    if use_amp:
+        scaler.step(opt)
+    else:
+        opt.step()
+    scaler.update()
+""",
+        # a step in every arm
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    if i % 2 == 0:
+        scaler.step(opt_a)
+    else:
+        scaler.step(opt_b)
+    scaler.update()
+""",
+        # gradient accumulation guard (AMP007 reports the per-micro-batch update)
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / 4).backward()
+    if (i + 1) % 4 == 0:
+        scaler.step(opt)
+        scaler.update()
+""",
+        # a disabled scaler's update is a no-op
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda", enabled=False)
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    if i >= warmup:
+        scaler.step(opt)
+    scaler.update()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    if i >= warmup:
+        scaler.step(opt)
+    scaler.update()
+    opt.zero_grad()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    if i >= warmup:
+        scaler.step(opt)
+        scaler.update()
+    opt.zero_grad()
+""",
+        ),
+        # in a method; the scale is logged in between: reported, no fix
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def train_step(self, batch, step):
+        loss = self.compute_loss(batch)
+        self.scaler.scale(loss).backward()
+        if not self.skip_step(step):
+            self.scaler.step(self.optimizer)
+        self.log(self.scaler.get_scale())
+        self.scaler.update()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        for f in model.funcs:
+            for u in f.events:
+                if u.kind != "update" or u.ctx.in_finally or scaler_disabled(model, u.scaler):
+                    continue
+                if isinstance(u.node, ast.Call) and (u.node.args or u.node.keywords):
+                    # update(new_scale) sets the scale and reads no inf checks
+                    continue
+                d = self._check_update(model, f, u)
+                if d is not None:
+                    yield d
+
+    def _check_update(self, model, f, u):
+        prior = [
+            e for e in f.events
+            if e.scaler == u.scaler and e.seq < u.seq and e.co_occurs(u) and same_iteration(model, e, u)
+        ]
+        # an earlier update ends the scaler iteration: only events after the last one count
+        last_up = max((e.seq for e in prior if e.kind == "update"), default=None)
+        if last_up is not None:
+            prior = [e for e in prior if e.seq > last_up]
+        steps = [e for e in prior if e.kind == "step"]
+        if not steps:
+            return None
+        checks = steps + [e for e in prior if e.kind == "unscale"]
+        guards = {id(e): guard_lits(e, u) for e in checks}
+        if any(not g for g in guards.values()):
+            return None  # a step or unscale_ runs whenever the update does
+        # the update raises only when no step/unscale_ ran: one condition must guard them all
+        common = set(guards[id(checks[0])])
+        for e in checks[1:]:
+            common = {
+                lit for lit in common
+                if any(x == lit or (x.key is not None and x.key == lit.key and x.pol == lit.pol) for x in guards[id(e)])
+            }
+        if not common:
+            return None
+        arms: dict[int, set] = {}
+        for e in steps:
+            for lit in guards[id(e)]:
+                arms.setdefault(lit.group, set()).add(lit.arm)
+        if any(len(a) > 1 for a in arms.values()):
+            return None  # steps in several arms of one branch
+        s = steps[-1]
+        g = guards[id(s)]
+        if any(accumulation_guard(lit) for lit in g):
+            return None  # AMP007
+        if any(amp_ish(lit.key or "") or "scaler" in (lit.key or "") for lit in g):
+            return None  # an AMP switch
+        if self._amp_switch(model, f, u, g):
+            return None
+        enabled = self._enabled_text(model, u.scaler)
+        if enabled and any(enabled in (lit.key or "") for lit in g):
+            return None
+        st = scaler_text(model, f, u.scaler)
+        cond = self._cond_text(model, f, s, g)
+        msg = (
+            f"`{st}.update()` runs on iterations where `{st}.step({s.optimizer or ''})` (line {s.node.lineno}) did not"
+            f"{' (it runs only if `' + cond + '`)' if cond else ''}: raises "
+            f"\"AssertionError: No inf checks were recorded prior to update.\"; call `update()` under the same condition"
+        )
+        return self.diagnostic(model, u.node, msg, self._fix(model, f, u, s, g, st), u.stmt)
+
+    @staticmethod
+    def _amp_switch(model, f, u, g) -> bool:
+        """A plain ``optimizer.step()`` in another arm of the step's branch."""
+        groups = {(lit.group, lit.arm) for lit in g}
+        for e in f.events:
+            if e.kind != "opt_step":
+                continue
+            for lit in e.ctx.lits:
+                if any(lit.group == gr and lit.arm != arm for gr, arm in groups):
+                    return True
+        return False
+
+    @staticmethod
+    def _enabled_text(model, key) -> str | None:
+        for a in model.constructions(key):
+            call = a.value
+            if isinstance(call, ast.IfExp):
+                return model.text(call.test)
+            if isinstance(call, ast.Call):
+                for kw in call.keywords:
+                    if kw.arg == "enabled" and not isinstance(kw.value, ast.Constant):
+                        return model.text(kw.value)
+        return None
+
+    @staticmethod
+    def _guard_if(model, f, s, g):
+        """The ``if`` statement whose body holds the step statement directly, when the guard is
+        exactly that one ``if``."""
+        from amplint.model.queries_extra import parents
+
+        if len(g) != 1 or g[0].arm != 0:
+            return None
+        p = parents(model, f).get(id(s.stmt))
+        if p is None:
+            return None
+        owner, field, _i = p
+        if isinstance(owner, ast.If) and field == "body" and id(owner) == g[0].group:
+            return owner
+        return None
+
+    def _cond_text(self, model, f, s, g) -> str | None:
+        node = self._guard_if(model, f, s, g)
+        if node is not None:
+            return model.text(node.test)
+        return None
+
+    def _fix(self, model, f, u, s, g, st):
+        guard = self._guard_if(model, f, s, g)
+        if guard is None or not is_simple_call_stmt(u) or not is_simple_call_stmt(s) or s.loops != u.loops:
+            return None
+        if not (guard.end_lineno < u.stmt.lineno):
+            return None
+        last = guard.body[-1]
+        if any(isinstance(x, (ast.Continue, ast.Break, ast.Return, ast.Raise)) for x in guard.body):
+            return None
+        # statement-precise shapes only: no one-line suite, no semicolons around the two ends
+        if guard.body[0].lineno == guard.lineno or not _alone(model, u.stmt) or not _alone_end(model, last):
+            return None
+        # nothing between the step and the update may touch the scaler
+        for e in f.events:
+            if s.seq < e.seq < u.seq and e.scaler == u.scaler:
+                return None
+        for m in f.methods:
+            if s.seq < m.seq < u.seq and m.receiver == u.scaler:
+                return None
+        for c in f.calls:
+            if s.seq < c.seq < u.seq:
+                if any(k == u.scaler for _p, k in c.arg_keys):
+                    return None
+                callee = model.resolve_callee(c)
+                if callee is not None and (not callee.walked or model.may_update(callee, u.scaler)):
+                    return None
+                if callee is None and u.scaler[0] == "A" and model.calls_self_unknown(c):
+                    return None
+        for k, _n, _c, seq in f.bare_uses:
+            if s.seq < seq < u.seq and k == u.scaler:
+                return None
+        return Fix(
+            "safe",
+            "Move `update()` under the step's condition",
+            (
+                ReplaceStatement(stmt_anchor(model, u.stmt), ""),
+                InsertStatement(stmt_anchor(model, last), f"{st}.update()"),
+            ),
+        )

@@ -1,0 +1,353 @@
+from __future__ import annotations
+
+import ast
+import re
+
+from amplint.model import exclusive
+from amplint.model.filemodel import OPTIMIZER_NAME
+from amplint.model.names import qualify
+from amplint.model.queries_extra import calls_in_loops
+from amplint.rules import Invalid, Rule
+from amplint.rules._util import scaler_disabled
+
+# A loop over runs, not over epochs: its body builds a fresh model or optimizer, or its target
+# names a run (k-fold, seeds, sweeps).
+RUN_LOOP = re.compile(r"fold|seed|run|trial|config|cfg|sweep|exp|task|model|lr\b|lrs\b|setting|param", re.IGNORECASE)
+RUN_ITER = re.compile(r"runs|seeds|folds|trials|configs|cfgs|experiments|repeats|sweep|grid", re.IGNORECASE)
+MODEL_NAME = re.compile(r"(?:^|_)(?:model|net|network|module)s?$", re.IGNORECASE)
+
+
+def _uses(model, key):
+    """Events and method calls on the scaler ``key`` (what makes its state matter)."""
+    out = [e for e in model.events() if e.scaler == key and e.kind in ("scale", "step", "update", "unscale", "backward")]
+    return out
+
+
+def _fresh_run_in(model, loop_node) -> bool:
+    """Does the body of the loop build a new optimizer or model, or is the loop itself over
+    runs (its target names folds, seeds, configs)?"""
+    if isinstance(loop_node, (ast.For, ast.AsyncFor)):
+        text = model.text(loop_node.target)
+        if isinstance(loop_node.iter, (ast.Name, ast.Attribute)):
+            text += " " + model.text(loop_node.iter)
+        if RUN_LOOP.search(text) and not re.search(r"epoch", text, re.IGNORECASE):
+            return True
+        if RUN_ITER.search(model.text(loop_node.iter)):
+            return True
+    for n in ast.walk(loop_node):
+        if isinstance(n, ast.Call):
+            q = qualify(n.func, [model.module_scope]) or ""
+            if q.startswith(("torch.optim.", "optim.")) and "lr_scheduler" not in q and "swa_utils" not in q:
+                return True
+            if q.endswith(".from_pretrained"):
+                return True
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for x in ast.walk(t):
+                    name = x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else ""
+                    if name and ((OPTIMIZER_NAME.search(name) and "sched" not in name.lower()) or MODEL_NAME.search(name)):
+                        return True
+    return False
+
+
+def _fresh_run_func(model, g) -> bool:
+    """Does ``g`` build its own optimizer (a whole run per call)?"""
+    for n in ast.walk(g.node):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            for t in n.targets:
+                for x in ast.walk(t):
+                    name = x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else ""
+                    if name and OPTIMIZER_NAME.search(name) and "sched" not in name.lower():
+                        return True
+    for c in g.calls:
+        q = c.qualname or ""
+        if q.startswith("torch.optim.") and "lr_scheduler" not in q and "swa_utils" not in q:
+            return True
+    for key, assigns in model.assigns.items():
+        for a in assigns:
+            if a.func is g and isinstance(a.value, ast.Call) and OPTIMIZER_NAME.search(str(key[-1])) and "sched" not in str(key[-1]).lower():
+                return True
+    return False
+
+
+def _returns_key(model, g, key) -> bool:
+    for n in ast.walk(g.node):
+        if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None:
+            for x in ast.walk(n.value):
+                if isinstance(x, (ast.Name, ast.Attribute)) and model.key_of_expr(x, g) == key:
+                    return True
+    return False
+
+
+def _disabled_ctor(a) -> bool:
+    call = a.value
+    return isinstance(call, ast.Call) and any(
+        kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in call.keywords
+    )
+
+
+class ScalerStateDiscarded(Rule):
+    code = "AMP302"
+    name = "scaler-state-discarded"
+    summary = "A GradScaler rebuilt every epoch/iteration, or built fresh after its state was restored"
+    docs = """
+## What it does
+Checks for a GradScaler whose learned state is thrown away during training:
+
+* `GradScaler(...)` constructed inside the epoch or iteration loop that uses it;
+* `GradScaler(...)` constructed inside a function (`train_one_epoch`) that this file calls
+  from a loop, once per epoch;
+* `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training.
+
+## Why is this bad?
+The scaler learns its loss scale: it starts at 65536, halves on every overflow and grows
+only after 2000 clean steps. A fresh scaler forgets this. Measured (CPU, loss scale
+equilibrium 512-1024, 5 epochs of 40 steps): a scaler rebuilt every epoch restarts at 65536
+and skips 6-7 optimizer steps at the start of every epoch (31 of 200 steps skipped); one
+scaler for the run skips 7, all in the first epoch. A scaler replaced after
+`load_state_dict` restarts at 65536 with growth tracker 0 instead of the restored scale
+(512 and 23 in the measurement). Nothing raises.
+
+Not reported: a loop that starts a new run (its body builds a new optimizer or model, or
+its target names folds, seeds, trials or configs), a function that builds its own optimizer
+or returns the scaler, a lazy construction under a condition the uses do not share (`if
+scaler is None:`, `if epoch == 0:`), `load_state_dict` before the construction, and scalers
+constructed with `enabled=False`.
+
+## Example
+```python
+for epoch in range(epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        ...
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+```
+
+Use instead:
+```python
+scaler = torch.amp.GradScaler("cuda")
+for epoch in range(epochs):
+    for x, y in loader:
+        ...
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+```
+
+## Fix safety
+No fix: moving the construction can need arguments defined in the loop, and a checkpoint
+restore may have to move with it.
+"""
+    valid = [
+        # a fresh run per fold builds its own optimizer
+        """
+import torch
+for fold in range(5):
+    model = Net()
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+""",
+        # lazy construction once
+        """
+import torch
+scaler = None
+for epoch in range(epochs):
+    if scaler is None:
+        scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+""",
+        # restore after construction
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+if args.resume:
+    scaler.load_state_dict(torch.load(args.resume)["scaler"])
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        # a function that runs a whole training (its own optimizer), called per config
+        """
+import torch
+def run(cfg, loader):
+    model = Net(cfg)
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+for cfg in configs:
+    run(cfg, loader)
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+""",
+        ),
+        # built in the function called once per epoch
+        Invalid(
+            """
+import torch
+def train_one_epoch(model, loader, optimizer):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+def main():
+    model = Net()
+    optimizer = torch.optim.AdamW(model.parameters())
+    for epoch in range(10):
+        train_one_epoch(model, loader, optimizer)
+""",
+        ),
+        # restored, then replaced
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+if args.resume:
+    ckpt = torch.load(args.resume)
+    scaler.load_state_dict(ckpt["scaler"])
+scaler = torch.amp.GradScaler("cuda", enabled=args.amp)
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+    ]
+
+    def check(self, model):
+        seen = set()
+        for key in model.scaler_keys():
+            ctors = model.constructions(key)
+            if not ctors or scaler_disabled(model, key):
+                continue
+            uses = _uses(model, key)
+            if not uses:
+                continue
+            for a in ctors:
+                if _disabled_ctor(a):
+                    continue
+                d = self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses) or self._after_restore(model, key, a, uses)
+                if d is not None and id(a.node) not in seen:
+                    seen.add(id(a.node))
+                    yield d
+
+    def _unshared_guard(self, a, uses) -> bool:
+        """The construction is conditioned on something the uses are not (lazy init)."""
+        for lit in a.ctx.lits:
+            if not any(lit in e.ctx.lits or (lit.key is not None and any(x.key == lit.key and x.pol == lit.pol for x in e.ctx.lits)) for e in uses):
+                return True
+        return False
+
+    def _ctor_text(self, model, a):
+        return model.text(a.value) if a.value is not None else "GradScaler(...)"
+
+    def _in_loop(self, model, key, a, uses):
+        if not a.ctx.loops or a.func is None:
+            return None
+        loop = a.ctx.loops[-1]
+        inside = [e for e in uses if e.func is a.func and loop in e.loops and e.seq > a.seq]
+        if not inside:
+            # passed to a helper called in the loop after the construction
+            called = [
+                c for c in a.func.calls
+                if loop in c.ctx.loops and c.seq > a.seq and any(k == key for _p, k in c.arg_keys)
+            ]
+            if not called:
+                return None
+        if self._unshared_guard(a, inside or uses):
+            return None
+        if _fresh_run_in(model, loop.node):
+            return None
+        what = "epoch/iteration loop" if isinstance(loop.node, (ast.For, ast.AsyncFor, ast.While)) else "loop"
+        return self.diagnostic(
+            model,
+            a.value if a.value is not None else a.node,
+            f"`{self._ctor_text(model, a)}` is built inside the {what} (line {loop.node.lineno}): every pass restarts "
+            f"at scale 65536 with no growth history and re-learns it by skipping steps on overflow; build the scaler "
+            f"once, before the loop",
+            None,
+            a.stmt,
+        )
+
+    def _per_call(self, model, key, a, uses):
+        g = a.func
+        if g is None or a.ctx.loops or not isinstance(g.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        if key[0] == "L" and key[1] != g.fid:
+            return None
+        if not any(e.func is g for e in uses) or self._unshared_guard(a, [e for e in uses if e.func is g]):
+            return None
+        if g.name == "__init__" or _fresh_run_func(model, g) or _returns_key(model, g, key):
+            return None
+        if key[0] == "L" and model.escapes(key, g):
+            return None
+        for call, loop in calls_in_loops(model, g.name, g.cls is not None):
+            if _fresh_run_in(model, loop):
+                continue
+            return self.diagnostic(
+                model,
+                a.value if a.value is not None else a.node,
+                f"`{self._ctor_text(model, a)}` is built in `{g.name}()`, which is called from a loop (line "
+                f"{call.lineno}): every call restarts at scale 65536 with no growth history; build the scaler "
+                f"once and pass it in",
+                None,
+                a.stmt,
+            )
+        return None
+
+    def _after_restore(self, model, key, a, uses):
+        f = a.func
+        if f is None:
+            return None
+        for mc in f.methods:
+            if not mc.called or mc.attr != "load_state_dict" or mc.receiver != key or mc.seq >= a.seq:
+                continue
+            if exclusive(mc.ctx.lits, a.ctx.lits):
+                continue
+            if any(lp not in mc.ctx.loops for lp in a.ctx.loops):
+                continue
+            # a restore after the new construction would bring the state back
+            if any(
+                m2.called and m2.attr == "load_state_dict" and m2.receiver == key and m2.seq > a.seq
+                for m2 in f.methods
+            ):
+                return None
+            return self.diagnostic(
+                model,
+                a.value if a.value is not None else a.node,
+                f"`{self._ctor_text(model, a)}` replaces the scaler restored by `load_state_dict` on line "
+                f"{mc.node.lineno}: the restored scale and growth tracker are lost (training restarts at 65536); "
+                f"construct the scaler before restoring it",
+                None,
+                a.stmt,
+            )
+        return None

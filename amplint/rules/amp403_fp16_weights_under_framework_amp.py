@@ -1,0 +1,316 @@
+from __future__ import annotations
+
+import ast
+import re
+
+from amplint.model import frameworks as fw
+from amplint.model.names import dotted
+from amplint.rules import Invalid, Rule
+
+_PEFT = ("get_peft_model", "prepare_model_for_kbit_training", "PeftModel", "cast_training_params")
+_FP32_RECAST = re.compile(r"\.data\s*=.*(?:\.float\(\)|float32)")
+
+
+class Fp16WeightsUnderFrameworkAmp(Rule):
+    code = "AMP403"
+    name = "fp16-weights-under-framework-amp"
+    summary = "A model loaded or cast to float16 is trained under accelerate fp16, Lightning 16-mixed or the HF Trainer's `fp16=True`"
+    fix_availability = "never"
+    docs = """
+## What it does
+Checks for a model loaded or cast to float16 (`from_pretrained(..., torch_dtype=torch.float16)`
+or `dtype=`, `.half()`, `.to(torch.float16)`, `.to(dtype=weight_dtype)` where `weight_dtype`
+can be float16) whose parameters are then trained under a framework's fp16 loss scaling:
+
+* accelerate: an optimizer built over `model.parameters()` (directly or through a few
+  assignments) and `accelerator.prepare(...)` given the model or that optimizer, with
+  `mixed_precision` fp16;
+* the HF Trainer: `Trainer(model=model, args=args)` with `TrainingArguments(fp16=...)`;
+* Lightning: `trainer.fit(model)` with `Trainer(precision="16-mixed")` (or `16`).
+
+A model frozen with `requires_grad_(False)`, files that use peft (`get_peft_model`,
+`prepare_model_for_kbit_training`: the adapters are kept in float32) and files that cast
+parameters back (`cast_training_params`, `p.data = p.data.float()`, `model.float()`,
+`model.to(torch.float32)`) are not reported.
+
+## Why is this bad?
+The framework's GradScaler unscales the gradients before every step, and `unscale_`
+refuses half-precision gradients. Measured on CPU with accelerate 1.15.0's code path
+(`optimizer.step()` and `accelerator.clip_grad_norm_`) and with Lightning 2.6.6's
+`MixedPrecision("16-mixed")` plugin, on the first step:
+
+```
+ValueError: Attempting to unscale FP16 gradients.
+```
+
+Pure fp16 weights would also lose small updates (an fp16 weight of 1.0 ignores any update
+below 4.9e-4); mixed precision keeps the trainable weights in float32 and only computes in
+float16. diffusers' training scripts load the frozen models in `weight_dtype` and call
+`cast_training_params(model, dtype=torch.float32)` on the trained ones for exactly this reason.
+
+## Example
+```python
+model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+accelerator = Accelerator(mixed_precision="fp16")
+model, optimizer = accelerator.prepare(model, optimizer)
+```
+
+Use instead:
+```python
+model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float32)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+accelerator = Accelerator(mixed_precision="fp16")
+model, optimizer = accelerator.prepare(model, optimizer)
+```
+
+## Fix safety
+No fix: whether to load in float32, cast only the trainable parameters, or switch to bf16
+is the user's choice (memory).
+"""
+    valid = [
+        # the frozen model in fp16, the trained one in fp32 (diffusers' pattern)
+        """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="fp16")
+weight_dtype = torch.float16
+vae.to(accelerator.device, dtype=weight_dtype)
+vae.requires_grad_(False)
+optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-4)
+unet, optimizer = accelerator.prepare(unet, optimizer)
+""",
+        # LoRA on an fp16 base, trainable parameters cast back to fp32
+        """
+import torch
+from accelerate import Accelerator
+from diffusers.training_utils import cast_training_params
+accelerator = Accelerator(mixed_precision="fp16")
+unet.to(accelerator.device, dtype=torch.float16)
+unet.add_adapter(lora_config)
+cast_training_params(unet, dtype=torch.float32)
+optimizer = torch.optim.AdamW(filter(lambda p: p.requires_grad, unet.parameters()), lr=1e-4)
+unet, optimizer = accelerator.prepare(unet, optimizer)
+""",
+        # bf16 weights under bf16: no scaler
+        """
+import torch
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)
+args = TrainingArguments(output_dir="out", bf16=True)
+Trainer(model=model, args=args, train_dataset=ds).train()
+""",
+        # HF Trainer defaults (no fp16)
+        """
+import torch
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)
+args = TrainingArguments(output_dir="out")
+Trainer(model=model, args=args, train_dataset=ds).train()
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+accelerator = Accelerator(mixed_precision="fp16")
+model, optimizer = accelerator.prepare(model, optimizer)
+""",
+        ),
+        # fp16=args.fp16 is an explicit fp16 branch
+        Invalid(
+            """
+import torch
+from transformers import AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
+def main(args):
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model).half()
+    targs = Seq2SeqTrainingArguments(output_dir=args.out, fp16=args.fp16)
+    trainer = Seq2SeqTrainer(model=model, args=targs, train_dataset=ds)
+    trainer.train()
+""",
+        ),
+        # Lightning: a half LightningModule fitted under 16-mixed
+        Invalid(
+            """
+import lightning as L
+module = LitModel().half()
+trainer = L.Trainer(precision="16-mixed", max_epochs=3)
+trainer.fit(module, train_loader)
+""",
+        ),
+        # diffusers-style LoRA without the fp32 cast
+        Invalid(
+            """
+import torch
+from accelerate import Accelerator
+def main(args):
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    weight_dtype = torch.float32
+    if accelerator.mixed_precision == "fp16":
+        weight_dtype = torch.float16
+    unet.requires_grad_(False)
+    unet.to(accelerator.device, dtype=weight_dtype)
+    unet.add_adapter(unet_lora_config)
+    lora_layers = filter(lambda p: p.requires_grad, unet.parameters())
+    optimizer = torch.optim.AdamW(lora_layers, lr=args.learning_rate)
+    unet, optimizer = accelerator.prepare(unet, optimizer)
+""",
+        ),
+    ]
+
+    def check(self, model):
+        F = fw.facts(model)
+        if F is None or any(t in model.source for t in _PEFT) or _FP32_RECAST.search(model.source):
+            return
+        for fn in F.fns:
+            casts = list(self._half_casts(F, fn))
+            if not casts:
+                continue
+            for name, node, stmt, seq in casts:
+                if self._recast_or_frozen(F, fn, name, seq, node):
+                    continue
+                how = self._trained(F, fn, name)
+                if how is None:
+                    continue
+                yield self.diagnostic(
+                    model,
+                    node,
+                    f"`{name}` is cast to float16 here and its parameters are trained under {how}: the framework's "
+                    f"GradScaler raises \"ValueError: Attempting to unscale FP16 gradients.\" on the first step; keep the "
+                    f"trainable parameters in float32 (load in float32, or cast them back with "
+                    f"`cast_training_params({name}, dtype=torch.float32)`)",
+                    None,
+                    stmt,
+                )
+
+    # ------------------------------------------------------------------ half casts
+    def _half_casts(self, F, fn):
+        for stmt, value, seq in fn.assigns:
+            if isinstance(value, ast.Call) and self._is_half_cast(F, fn, value):
+                for t in fw._targets(stmt):
+                    if isinstance(t, (ast.Name, ast.Attribute)):
+                        yield F.text(t), value, stmt, seq
+        for s in fn.sites:
+            if isinstance(s.stmt, ast.Expr) and s.stmt.value is s.node and s.attr in ("half", "to") and self._is_half_cast(F, fn, s.node):
+                yield F.text(s.receiver), s.node, s.stmt, s.seq
+
+    def _is_half_cast(self, F, fn, call: ast.Call) -> bool:
+        f = call.func
+        attr = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
+        if attr == "from_pretrained":
+            return any(k.arg in ("torch_dtype", "dtype") and self._half_dtype(F, fn, k.value) for k in call.keywords)
+        if attr == "half" and not call.args:
+            return True
+        if attr == "to":
+            vals = list(call.args) + [k.value for k in call.keywords if k.arg == "dtype"]
+            return any(self._half_dtype(F, fn, v) for v in vals)
+        return False
+
+    def _half_dtype(self, F, fn, e: ast.expr, depth: int = 0) -> bool:
+        if depth > 3:
+            return False
+        if isinstance(e, ast.Constant) and e.value in ("float16", "fp16", "half"):
+            return True
+        if isinstance(e, ast.IfExp):
+            return self._half_dtype(F, fn, e.body, depth + 1) or self._half_dtype(F, fn, e.orelse, depth + 1)
+        q = F.qual(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
+        if q in fw.HALF_DTYPES:
+            return True
+        if isinstance(e, ast.Name):
+            pool = fn.assigns + (F.fns[0].assigns if fn is not F.fns[0] else [])
+            for stmt, v, _seq in pool:
+                if any(isinstance(t, ast.Name) and t.id == e.id for t in fw._targets(stmt)):
+                    if self._half_dtype(F, fn, v, depth + 1):
+                        return True
+        return False
+
+    def _recast_or_frozen(self, F, fn, name, seq, node) -> bool:
+        for s in fn.sites:
+            r = s.receiver
+            if r is None or F.text(r) != name or s.node is node:
+                continue
+            if s.attr == "requires_grad_" and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False and s.seq > seq:
+                # frozen after the cast; an adapter added later is trainable again (LoRA)
+                if not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name and x.seq > s.seq for x in fn.sites):
+                    return True
+            if s.seq > seq and (s.attr == "float" or (s.attr == "to" and any(
+                (F.qual(v) if isinstance(v, (ast.Name, ast.Attribute)) else None) in fw.FP32_DTYPES
+                for v in list(s.node.args) + [k.value for k in s.node.keywords if k.arg == "dtype"]
+            ))):
+                return True
+        if any(
+            s.attr == "requires_grad_" and s.receiver is not None and F.text(s.receiver) == name
+            and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False
+            for s in fn.sites
+        ) and not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name for x in fn.sites):
+            return True
+        return False
+
+    # ------------------------------------------------------------------ trained under a framework
+    def _trained(self, F, fn, name) -> str | None:
+        # accelerate: an optimizer over name.parameters(), prepared by an fp16 Accelerator
+        opts = []
+        for s in fn.sites:
+            if self._is_optimizer_ctor(F, s.node):
+                arg = s.node.args[0] if s.node.args else next((k.value for k in s.node.keywords if k.arg in ("params", "model_params")), None)
+                if arg is not None and self._mentions_params(F, fn, arg, name, s.seq):
+                    tgt = fw._assigned_to(s.stmt, s.node)
+                    opts.append(F.text(tgt) if tgt is not None else None)
+        for s in F.sites(fn, "prepare"):
+            st = F.accelerator_setting(fn, s.receiver)
+            if st is None or not st.fp16:
+                continue
+            texts = {F.text(a) for a in s.node.args}
+            if opts and (name in texts or any(o in texts for o in opts if o)):
+                return f"accelerate fp16 ({st.describe()})"
+        # HF Trainer(model=name, args=...)
+        for s in fn.sites:
+            q = F.callee(s.node) or ""
+            if q in fw.HF_TRAINERS and not any(k.arg == "peft_config" for k in s.node.keywords):
+                kw = {k.arg: k.value for k in s.node.keywords}
+                m = kw.get("model", s.node.args[0] if s.node.args else None)
+                a = kw.get("args", s.node.args[1] if len(s.node.args) > 1 else None)
+                if m is not None and F.text(m) == name:
+                    st = F.hf_setting(a)
+                    if st is not None and st.fp16:
+                        return f"the HF Trainer's fp16 ({st.describe()})"
+        # Lightning trainer.fit(name)
+        for s in F.sites(fn, "fit"):
+            if not s.node.args or F.text(s.node.args[0]) != name:
+                continue
+            tr = F.text(s.receiver)
+            pl = [x for x in F.settings if x.framework == "lightning" and x.target == tr]
+            if not pl and isinstance(s.receiver, ast.Call) and (F.callee(s.receiver) or "") in fw.LIGHTNING_TRAINERS:
+                pl = [x for x in F.settings if x.node is s.receiver]
+            st = fw._merge(pl) if pl else None
+            if st is not None and st.fp16:
+                return f"Lightning's 16-mixed precision ({st.describe()})"
+        return None
+
+    @staticmethod
+    def _is_optimizer_ctor(F, call: ast.Call) -> bool:
+        q = F.callee(call) or ""
+        if q.startswith("torch.optim.") and q.count(".") == 2:
+            return True
+        parts = dotted(call.func)
+        return bool(parts) and bool(fw.OPTIMIZER_CTOR.search(parts[-1]))
+
+    def _mentions_params(self, F, fn, expr, name, before, depth=0) -> bool:
+        text = F.text(expr)
+        if f"{name}.parameters(" in text or f"{name}.named_parameters(" in text:
+            return True
+        if depth > 3:
+            return False
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Name):
+                prior = [
+                    v for stmt, v, seq in fn.assigns
+                    if seq < before and any(isinstance(t, ast.Name) and t.id == n.id for t in fw._targets(stmt))
+                ]
+                if prior and self._mentions_params(F, fn, prior[-1], name, before, depth + 1):
+                    return True
+        return False

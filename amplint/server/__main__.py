@@ -1,0 +1,3 @@
+from amplint.server.command import server_command
+
+server_command(prog_name="amplint server")

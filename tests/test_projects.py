@@ -1,0 +1,97 @@
+"""Project mode (issue 15): multi-module projects under fixtures/projects/, each with an
+``expected.txt`` of ``path:row:code``. The whole project is checked through the real entry
+point, and each file alone (what pre-commit and editors pass) gets the same verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+import os
+
+import pytest
+
+from amplint_testutil import FIXTURES, run_amplint
+
+PROJECTS = Path(FIXTURES) / "projects"
+NAMES = sorted(p.name for p in PROJECTS.iterdir() if (p / "expected.txt").is_file())
+
+
+def _expected(name: str) -> set[tuple[str, int, str]]:
+    out = set()
+    for line in (PROJECTS / name / "expected.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            path, row, code = line.rsplit(":", 2)
+            out.add((path, int(row), code))
+    return out
+
+
+def _found(name: str, *paths: str) -> set[tuple[str, int, str]]:
+    root = PROJECTS / name
+    p = run_amplint("check", "--no-cache", "--preview", "--exit-zero", "--output-format", "json", *(paths or (".",)), cwd=root)
+    assert p.returncode == 0, p.stderr
+    out = set()
+    for d in json.loads(p.stdout):
+        rel = os.path.relpath(os.path.join(root, d["filename"]), root)
+        out.add((rel.replace(os.sep, "/"), d["location"]["row"], d["code"]))
+    return out
+
+
+def test_there_are_projects():
+    assert {"trainer_pkg", "src_layout", "shared_helper"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_project_findings(name):
+    assert _found(name) == _expected(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_file_alone_gets_the_project_verdict(name):
+    """The index covers the project even when one file is given (pre-commit, editors)."""
+    expected = _expected(name)
+    for path in sorted({p for p, _r, _c in expected}):
+        assert _found(name, path) == {e for e in expected if e[0] == path}
+
+
+def test_symlinked_copy_is_reported_once():
+    found = _found("shared_helper")
+    assert [f for f in found if f[2] == "AMP002"] == [("also_train_a.py", 11, "AMP002")]
+
+
+def test_helper_that_only_steps_is_silent_when_its_caller_updates():
+    assert not any(p == "trainer/utils/amp.py" for p, _r, _c in _found("trainer_pkg"))
+
+
+def test_helper_outside_the_project_is_unknown_and_silent(tmp_path):
+    """An import that does not resolve in the project never produces a finding."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom somelib import save_checkpoint, backward_and_step\n"
+        "def train(model, loader, optimizer):\n"
+        "    scaler = torch.amp.GradScaler('cuda')\n"
+        "    for x in loader:\n"
+        "        with torch.autocast('cuda'):\n"
+        "            backward_and_step(scaler, model(x), optimizer)\n"
+        "    save_checkpoint({'optimizer': optimizer.state_dict()}, 'a.pt')\n"
+    )
+    p = run_amplint("check", "--no-cache", "--preview", "--output-format", "concise", ".", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout
+
+
+def test_explain_shows_events_scalers_and_resolved_calls():
+    root = PROJECTS / "trainer_pkg"
+    p = run_amplint("explain", "trainer/engine.py:fit", cwd=root)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "self.scaler (attribute of Trainer): certain, built at line 13" in out
+    assert "L21 backward scaler=self.scaler (attribute of Trainer) scaled  [loop@16 loop@17]" in out
+    assert "optimizer_step() -> trainer/utils/amp.py:optimizer_step: scaler ops scaler: step/unscale" in out
+    assert "mixed_precision() -> trainer/utils/amp.py:mixed_precision: returns autocast (cuda:float16)" in out
+
+
+def test_explain_unknown_function_and_missing_file():
+    root = PROJECTS / "trainer_pkg"
+    p = run_amplint("explain", "trainer/engine.py:nope", cwd=root)
+    assert "no analysed function `nope`" in p.stdout
+    p = run_amplint("explain", "missing.py", cwd=root)
+    assert p.returncode == 2 and "error: missing.py" in p.stderr
