@@ -245,7 +245,7 @@ def _users_of(index, summaries):
     return re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
 
 
-CALL_WORDS = re.compile(r"save|ckpt|checkpoint|state|scaler|autocast|amp|precision|mixed|step|backward", re.I)
+CALL_WORDS = re.compile(r"save|ckpt|checkpoint|scaler|autocast|amp|precision|backward|optimi[sz]er_step|step_optim", re.I)
 
 
 def _calls_out(index, r: FileResult) -> bool:
@@ -254,7 +254,7 @@ def _calls_out(index, r: FileResult) -> bool:
     me = os.path.abspath(r.path)
     for f in r.summary.functions.values():
         for c in f.calls:
-            if not (c.in_autocast or c.dict_args or c.forwards or CALL_WORDS.search(c.callee.rsplit(".", 1)[-1])):
+            if not (c.in_autocast or c.dict_args or CALL_WORDS.search(c.callee.rsplit(".", 1)[-1])):
                 continue  # nothing a rule would ask the callee about
             hit = index.resolve(r.path, c.callee, f.cls)
             if hit is not None and hit[0] != me and hit[1].interesting:

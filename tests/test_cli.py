@@ -253,3 +253,93 @@ def test_python_dash_m_and_console_script_agree(proj):
     a = subprocess.run([exe, "check", "--no-cache", "--output-format", "concise", "buggy.py"], cwd=proj, capture_output=True, text=True)
     b = check(proj, "--output-format", "concise", "buggy.py")
     assert (a.returncode, a.stdout) == (b.returncode, b.stdout)
+
+
+# ---------------------------------------------------------------------------- issue 18: second tests
+
+
+# AMP003 (its fix is unsafe: it stays after `fix` without --unsafe-fixes)
+TWO_SCALERS = textwrap.dedent(
+    """\
+    import torch
+
+    scaler = torch.amp.GradScaler("cuda")
+    s2 = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        s2.scale(loss).backward()
+        scaler.step(optimizer)
+        s2.step(optimizer)
+        scaler.update()
+        s2.update()
+    """
+)
+
+
+def test_exit_zero_with_stdin(proj):
+    args = ("check", "--no-cache", "--output-format", "concise")
+    plain = run_amplint(*args, "-", cwd=proj, input=BUGGY)
+    zero = run_amplint(*args, "--exit-zero", "-", cwd=proj, input=BUGGY)
+    assert (plain.returncode, zero.returncode) == (1, 0), zero.stderr
+    assert zero.stdout == plain.stdout
+    assert [ln.split(" ", 2)[:2] for ln in zero.stdout.splitlines()[:2]] == [["-:7:9:", "AMP002"], ["-:8:5:", "AMP004"]]
+    # --fix from stdin: the code goes to stdout; a finding that remains exits 1, 0 with --exit-zero
+    fixed = run_amplint("check", "--no-cache", "--fix", "-", cwd=proj, input=TWO_SCALERS)
+    fixed_zero = run_amplint("check", "--no-cache", "--fix", "--exit-zero", "-", cwd=proj, input=TWO_SCALERS)
+    assert (fixed.returncode, fixed_zero.returncode) == (1, 0), fixed_zero.stderr
+    assert fixed_zero.stdout == fixed.stdout == TWO_SCALERS
+
+
+def test_exit_zero_on_files_every_format_and_fix(proj):
+    for fmt in ("json", "sarif", "github"):
+        plain = check(proj, "--output-format", fmt, "buggy.py", "clean.py")
+        zero = check(proj, "--exit-zero", "--output-format", fmt, "buggy.py", "clean.py")
+        assert (plain.returncode, zero.returncode) == (1, 0), fmt
+        assert zero.stdout == plain.stdout and "AMP004" in zero.stdout
+    # fix mode: AMP003 remains (exit 1), --exit-zero makes it 0
+    (proj / "two.py").write_text(TWO_SCALERS)
+    r = run_amplint("fix", "--no-cache", "--output-format", "concise", "two.py", cwd=proj)
+    assert r.returncode == 1 and "AMP003" in r.stdout
+    r = run_amplint("fix", "--no-cache", "--exit-zero", "--output-format", "concise", "two.py", cwd=proj)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "two.py:4:6: AMP003" in r.stdout and "Found 1 error." in r.stdout
+
+
+def test_noqa_with_a_code_keeps_other_findings_on_the_line(proj):
+    """`# noqa: AMP001` on a line with an AMP004 finding hides nothing of AMP004 (JSON, all rules)."""
+    src = BUGGY.replace("    optimizer.step()\n", "    optimizer.step()  # noqa: AMP001\n")
+    (proj / "buggy.py").write_text(src)
+    r = check(proj, "--output-format", "json", "buggy.py")
+    assert r.returncode == 1
+    assert [(d["code"], d["location"]["row"]) for d in json.loads(r.stdout)] == [("AMP002", 7), ("AMP004", 8)]
+    (proj / "buggy.py").write_text(src.replace("# noqa: AMP001", "# noqa: AMP001, AMP004"))
+    r = check(proj, "--output-format", "json", "buggy.py")
+    assert [(d["code"], d["location"]["row"]) for d in json.loads(r.stdout)] == [("AMP002", 7)]
+
+
+def test_cache_follows_mtime_and_size(proj):
+    """An edit keeping the size (new mtime) and an edit keeping the mtime (new size) are both
+    seen by a cached run (the cache's (mtime, size) shortcut must check both)."""
+    f = proj / "t.py"
+    f.write_text(CLEAN)
+    cached = lambda: run_amplint("check", "--output-format", "concise", "t.py", cwd=proj)  # noqa: E731
+    assert cached().returncode == 0
+    st = f.stat()
+    # same size, new content, new mtime: `scaler.update()` -> `scaler.upd_te()` is AMP102
+    same_size = CLEAN.replace("scaler.update()", "scaler.upd_te()")
+    assert len(same_size) == len(CLEAN)
+    f.write_text(same_size)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 2 * 10**9))
+    r = cached()
+    assert r.returncode == 1 and "AMP001" in r.stdout, r.stdout
+    # new size, mtime set back to the cached one
+    st = f.stat()
+    f.write_text(CLEAN + "# done\n")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size != st.st_size
+    r = cached()
+    assert r.returncode == 0, r.stdout
+    # and with both unchanged the cached result is reused as is
+    assert cached().stdout == r.stdout

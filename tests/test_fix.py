@@ -95,11 +95,32 @@ def test_diff_writes_nothing_and_exits_1(tmp_path):
 
 
 def test_fix_json_reports_what_remains(tmp_path):
+    # AMP001 (safe fix: applied) and AMP003 (unsafe fix: not applied without --unsafe-fixes)
+    src = textwrap.dedent(
+        """\
+        import torch
+
+        scaler = torch.amp.GradScaler("cuda")
+        s2 = torch.amp.GradScaler("cuda")
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            s2.scale(loss).backward()
+            scaler.step(optimizer)
+            s2.step(optimizer)
+            s2.update()
+        """
+    )
     p = tmp_path / "t.py"
-    p.write_text(LOOP + "scaler2 = torch.amp.GradScaler('cuda')\n")
+    p.write_text(src)
+    before = run_amplint("check", "--no-cache", "--output-format", "json", "t.py", cwd=tmp_path)
+    assert sorted(d["code"] for d in json.loads(before.stdout)) == ["AMP001", "AMP003"]
     r = fix(tmp_path, "--output-format", "json", "t.py")
-    assert json.loads(r.stdout) == []
-    assert r.returncode == 0
+    assert r.returncode == 1, r.stderr
+    assert p.read_text() == src.replace("    scaler.step(optimizer)\n", "    scaler.step(optimizer)\n    scaler.update()\n")
+    remaining = json.loads(r.stdout)
+    assert [(d["code"], d["location"]["row"], d["fix"]["applicability"]) for d in remaining] == [("AMP003", 4, "unsafe")]
 
 
 @pytest.mark.parametrize(
@@ -179,7 +200,7 @@ def test_syntax_error_file_is_reported_and_untouched_others_fixed(tmp_path):
     assert "bad.py:2:" in r.stdout and "E999 SyntaxError" in r.stdout
 
 
-def test_file_changed_on_disk_is_not_overwritten(tmp_path, monkeypatch):
+def test_file_changed_on_disk_is_not_overwritten(tmp_path, monkeypatch, capsys):
     """Simulate another process editing the file while fixes are computed."""
     from amplint.fix import apply as fixer
     from amplint.pipeline import Options, run_check
@@ -188,7 +209,10 @@ def test_file_changed_on_disk_is_not_overwritten(tmp_path, monkeypatch):
     p.write_text(LOOP)
     real = fixer.fix_text
 
+    calls = []
+
     def racing_fix_text(text, path, want, max_passes=10):
+        calls.append(path)
         out = real(text, path, want, max_passes)
         p.write_text(LOOP + "# edited meanwhile\n")
         return out
@@ -202,4 +226,7 @@ def test_file_changed_on_disk_is_not_overwritten(tmp_path, monkeypatch):
              force_exclude=None, stdin_filename=None, add_noqa=False, show_files=False, quiet=False, jobs=1)
     )
     assert run_check(opts) == 1
-    assert p.read_text() == LOOP + "# edited meanwhile\n"
+    assert calls == ["t.py"]  # the fix was computed (and the file edited meanwhile) ...
+    assert p.read_text() == LOOP + "# edited meanwhile\n"  # ... but not written over the edit
+    out = capsys.readouterr().out
+    assert "t.py:1:1: E902 file changed on disk while fixing; left untouched" in out

@@ -202,12 +202,12 @@ def test_select_amp4_through_the_cli(tmp_path):
         "        accelerator.clip_grad_norm_(model.parameters(), 1.0)\n"
         "        optimizer.step()\n"
     )
-    r = run_amplint("check", "--no-cache", "--select", "AMP4", "--output-format", "json", str(p))
+    r = run_amplint("check", "--no-cache", "--preview", "--select", "AMP4", "--output-format", "json", str(p))
     assert r.returncode == 1, r.stderr
     assert [d["code"] for d in json.loads(r.stdout)] == ["AMP402"]
     r = run_amplint("check", "--no-cache", "--select", "AMP0,AMP1,AMP2,AMP3", "--output-format", "json", str(p))
     assert r.returncode == 0 and json.loads(r.stdout) == []
-    r = run_amplint("fix", "--no-cache", "--unsafe-fixes", "--select", "AMP4", str(p))
+    r = run_amplint("fix", "--no-cache", "--preview", "--unsafe-fixes", "--select", "AMP4", str(p))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "        if accelerator.sync_gradients:\n            accelerator.clip_grad_norm_" in p.read_text()
 

@@ -17,6 +17,7 @@ from amplint import cache as cache_mod
 from amplint import runner
 from amplint.cache import Cache
 from amplint.discover import _FastSpec
+from amplint_testutil import screen_variants
 
 BAD = textwrap.dedent(
     """\
@@ -297,14 +298,82 @@ def test_screened_out_files_have_no_findings_when_analysed(src):
 
 
 def test_fixtures_rejected_by_the_screen_have_no_findings():
+    """Every fixture passes the screen, so the claim is tested on what the screen does reject:
+    each fixture with all but at most two of the screen's tokens renamed. Every variant the
+    screen rejects must have no finding when analysed anyway."""
     from amplint.analyze import analyze_text
     from amplint.screen import may_contain_amp
 
     root = Path(__file__).resolve().parent.parent / "fixtures"
-    checked = 0
-    for p in sorted(root.rglob("*.py")):
-        data = p.read_bytes()
-        if not may_contain_amp(data):
-            checked += 1
-            assert analyze_text(data.decode("utf-8"), str(p)).diagnostics == [], p
-    assert root.is_dir()
+    paths = sorted(root.rglob("*.py"))
+    assert len(paths) >= 20
+    checked = with_findings = 0
+    for p in paths:
+        src = p.read_text(encoding="utf-8")
+        assert may_contain_amp(src.encode()), p
+        if analyze_text(src, str(p)).diagnostics:
+            with_findings += 1
+        for label, variant in screen_variants(src):
+            if not may_contain_amp(variant.encode()):
+                checked += 1
+                found = analyze_text(variant, str(p)).diagnostics
+                assert found == [], (p, label, [(d.code, d.row) for d in found])
+    # the rule fixtures (one per rule) have findings; the screen rejected variants of each
+    assert with_findings >= 17
+    assert checked >= 10 * len(paths), checked
+
+
+GRADSCALER_ONLY = textwrap.dedent(
+    """\
+    import torch
+
+    scaler = torch.GradScaler("cuda")
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+    """
+)
+
+
+def test_a_file_whose_only_amp_token_is_gradscaler_is_analysed(tmp_path):
+    """`scaler = torch.GradScaler("cuda")` without autocast or `torch.amp`: only the
+    `GradScaler` token lets the file through the screen; its AMP001 must be reported."""
+    from amplint.screen import may_contain_amp
+
+    src = GRADSCALER_ONLY
+    assert "autocast" not in src and "torch.amp" not in src and "amp" not in src.replace("GradScaler", "")
+    assert may_contain_amp(src.encode())
+    f = tmp_path / "train.py"
+    f.write_text(src)
+    # in process, through the runner (screen included)
+    (res,) = runner.run([str(f)], None, jobs=1)
+    assert [(d.code, d.row) for d in res.diagnostics] == [("AMP001", 7)]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # `torch.amp` and a scaler name (the model takes `scaler` for a GradScaler in a torch AMP file)
+        "import torch.amp\n\n\ndef train(model, loader, opt, scaler):\n    for x in loader:\n"
+        "        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n",
+        # `autocast` and a scaler name, no `backward`
+        "import torch\n\n\ndef train(model, loader, opt, scaler):\n    for x in loader:\n"
+        "        with torch.autocast(\"cuda\"):\n            loss = model(x)\n        scaler.step(opt)\n",
+    ],
+    ids=["torch.amp+scaler", "autocast+scaler"],
+)
+def test_a_scaler_name_with_a_torch_amp_mention_passes_the_screen(src):
+    from amplint.analyze import analyze_bytes
+    from amplint.screen import may_contain_amp
+
+    assert "GradScaler" not in src
+    assert may_contain_amp(src.encode())
+    assert [d.code for d in analyze_bytes(src.encode(), "t.py").diagnostics] == ["AMP001"]
+
+
+def test_a_file_whose_only_amp_token_is_gradscaler_through_the_cli(tmp_path):
+    (tmp_path / "train.py").write_text(GRADSCALER_ONLY)
+    p = amplint("--no-cache", "train.py", cwd=tmp_path)
+    assert p.returncode == 1
+    assert p.stdout.splitlines()[0].startswith("train.py:7:5: AMP001")

@@ -72,6 +72,8 @@ FP32_DTYPES = frozenset({"torch.float32", "torch.float"})
 
 # The file must name one of these for any framework fact to exist (cheap byte test first).
 _TOKENS = ("ccelerat", "lightning", "TrainingArguments", "deepspeed", "manual_backward")
+# every rule here needs an fp16 setting the file shows (unknown is silent): no such token, no facts
+_FP16_TOKENS = ("fp16", "float16", "16-mixed", "16_mixed", "half", "precision=16", "precision = 16", "'16'", '"16"', "16-true")
 ACCEL_NAME = re.compile(r"(?:^|_)accel(?:erator)?s?$|^acc$", re.IGNORECASE)
 
 _ACCEL_VOCAB = {"fp16": FP16, "bf16": BF16, "no": NO, "fp8": NO}
@@ -699,6 +701,13 @@ def _complete(model) -> bool:
     in the tree means nothing was blanked."""
     n_tree = sum(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for s in model.tree.body)
     return n_tree == len(_TOPDEF.findall(model.source))
+
+
+def may_be_fp16(model) -> bool:
+    """Can the file show an fp16 setting at all? Every AMP4xx rule needs one (unknown is
+    silent), so without such a token the rules skip the facts (speed)."""
+    src = model.source
+    return any(t in src for t in _TOKENS) and any(t in src for t in _FP16_TOKENS)
 
 
 def facts(model) -> Facts | None:

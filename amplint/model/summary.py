@@ -150,7 +150,7 @@ class FileSummary:
 
 # A function whose text holds none of these cannot do anything a summary records (speed: most
 # functions of a file that passed the screen are model or data code).
-SUMMARY_TOKENS = re.compile(r"backward|save|[sS]cale|autocast|step|update")
+SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict")
 
 
 def summarise(tree: ast.Module, complete: bool = True, source: str | None = None) -> FileSummary:

@@ -15,6 +15,7 @@ class AccelerateUnscalePerMicroBatch(Rule):
     name = "accelerate-unscale-per-micro-batch"
     summary = "`accelerator.clip_grad_norm_`/`unscale_gradients` inside `accelerator.accumulate()` without `if accelerator.sync_gradients:`"
     fix_availability = "sometimes"
+    preview = True  # no finding on ~30 framework repositories yet: precision unmeasured
     docs = """
 ## What it does
 Checks, where the `Accelerator` is built with fp16 mixed precision and gradient accumulation
@@ -196,6 +197,8 @@ for x in loader:
     ]
 
     def check(self, model):
+        if not fw.may_be_fp16(model):
+            return
         F = fw.facts(model)
         if F is None:
             return

@@ -12,6 +12,7 @@ class LightningManualBackward(Rule):
     name = "lightning-manual-backward"
     summary = "`loss.backward()` instead of `self.manual_backward(loss)` in a manually optimized LightningModule under 16-mixed"
     fix_availability = "sometimes"
+    preview = True  # no finding on ~30 framework repositories yet: precision unmeasured
     docs = """
 ## What it does
 Checks a `LightningModule` with `self.automatic_optimization = False`, in a file that builds
@@ -161,6 +162,8 @@ pl.Trainer(precision=args.precision).fit(GAN())
     ]
 
     def check(self, model):
+        if not fw.may_be_fp16(model):
+            return
         F = fw.facts(model)
         if F is None:
             return

@@ -74,6 +74,15 @@ def test_sarif_validates_against_the_official_schema(project):
     assert rep["insertedContent"]["text"] == "    scaler.update()\n"
     assert by_uri["broken.py"][0]["ruleId"] == "E999"
     assert "ruleIndex" not in by_uri["broken.py"][0]
+    # levels: every result, and every rule's defaultConfiguration (the schema allows any level)
+    assert len(results) == 3
+    assert [r["level"] for r in results] == ["error"] * 3
+    for rule in driver["rules"]:
+        assert rule["defaultConfiguration"]["level"] == "error", rule["id"]
+    from amplint.rules import ALL_RULES
+
+    assert {r["id"]: r["defaultConfiguration"]["enabled"] for r in driver["rules"]} == {
+        c: rule.default and not rule.preview for c, rule in ALL_RULES.items()}
 
 
 def test_sarif_with_no_findings_is_valid(tmp_path):
