@@ -9,24 +9,27 @@ concurrent runs never see a torn cache (the last writer wins; entries stay valid
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
-import tempfile
 
 from amplint import __version__
+
+try:  # the module hashlib takes it from, without loading OpenSSL (a warm run is mostly start-up)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - other Pythons
+    from hashlib import blake2b
 
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by amplint.\n"
 
 
 def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 class Cache:
     def __init__(self, cache_dir: str, root: str, fingerprint: str):
         self.dir = os.path.join(cache_dir, __version__)
-        key = hashlib.blake2b(f"{os.path.abspath(root)}|{fingerprint}".encode(), digest_size=12).hexdigest()
+        key = blake2b(f"{os.path.abspath(root)}|{fingerprint}".encode(), digest_size=12).hexdigest()
         self.path = os.path.join(self.dir, f"{key}.pickle")
         self.entries: dict[str, tuple] = {}
         self.dirty = False
@@ -71,6 +74,8 @@ class Cache:
             if not os.path.exists(gi):
                 with open(gi, "w") as fh:
                     fh.write("# Automatically created by amplint.\n*\n")
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
             with os.fdopen(fd, "wb") as fh:
                 pickle.dump(self.entries, fh, protocol=pickle.HIGHEST_PROTOCOL)

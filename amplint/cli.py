@@ -1,108 +1,161 @@
-"""The ``amplint`` command line (ruff's conventions: exit 0 clean, 1 findings, 2 errors)."""
+"""The ``amplint`` command line (ruff's conventions: exit 0 clean, 1 findings, 2 errors).
+
+``main`` is the entry point. The commands themselves are click commands (amplint.clickapp);
+importing click costs more than checking a file, so ``amplint check``/``fix`` with plain
+options is parsed here, by a small parser that yields exactly the parameters click would
+(tests/test_cli_startup.py compares the two on many command lines), and anything it does not
+know for sure (``--help``, a bad value, an unknown option, bundled short options, ...) goes to
+click, so help, errors and every option behave the same either way.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-import traceback
-
-import click
-
-from amplint import __version__
 
 OUTPUT_FORMATS = ["full", "concise", "json", "json-lines", "github", "sarif", "gitlab", "junit"]
 
+# --- the fast path: `check`/`fix` without click -------------------------------------------
 
-class LazyGroup(click.Group):
-    """Subcommands that need torch (amplint.runtime) or pygls (amplint.server) load only when called."""
-
-    lazy = {
-        "verify": ("amplint.runtime.commands", "verify_command"),
-        "trace": ("amplint.runtime.commands", "trace_command"),
-        "server": ("amplint.server.command", "server_command"),  # needs amplint[server] (pygls)
-    }
-
-    def list_commands(self, ctx):
-        return sorted([*super().list_commands(ctx), *self.lazy])
-
-    def get_command(self, ctx, name):
-        if name in self.lazy:
-            mod, attr = self.lazy[name]
-            try:
-                from importlib import import_module
-
-                return getattr(import_module(mod), attr)
-            except (ImportError, AttributeError) as exc:
-                reason = str(exc)
-
-                @click.command(name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-                def unavailable():
-                    click.echo(f"error: `amplint {name}` is unavailable: {reason}", err=True)
-                    sys.exit(2)
-
-                return unavailable
-        return super().get_command(ctx, name)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="amplint", message="%(prog)s %(version)s")
-def cli():
-    """amplint: find and fix PyTorch automatic mixed precision (AMP) misuse."""
-
-
-def _common_options(f):
-    opts = [
-        click.argument("paths", nargs=-1, type=click.Path()),
-        click.option("--fix/--no-fix", "fix", default=None, help="Apply fixes (safe ones; add --unsafe-fixes for the rest)."),
-        click.option("--unsafe-fixes", is_flag=True, help="Also apply, or show as fixable, unsafe fixes."),
-        click.option("--diff", is_flag=True, help="Print a diff of the fixes instead of writing them; exit 1 if any."),
-        click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain."),
-        click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when something was fixed, even if nothing remains."),
-        click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding."),
-        click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default=None, envvar="AMPLINT_OUTPUT_FORMAT", help="Output format (default: full)."),
-        click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file."),
-        click.option("--select", default=None, help="Comma-separated rule codes or prefixes to enable (e.g. AMP0,AMP101)."),
-        click.option("--extend-select", default=None, help="Rule codes or prefixes to enable on top of the selection."),
-        click.option("--ignore", default=None, help="Comma-separated rule codes or prefixes to disable."),
-        click.option("--preview/--no-preview", default=None, help="Enable preview rules."),
-        click.option("--target-torch-version", default=None, help="Oldest torch the code must run on (fixes needing a newer one become display-only)."),
-        click.option("--no-cache", is_flag=True, help="Do not read or write the cache."),
-        click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="AMPLINT_CACHE_DIR", help="Cache directory (default: .amplint_cache)."),
-        click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="pyproject.toml to read [tool.amplint] from."),
-        click.option("--isolated", is_flag=True, help="Ignore all configuration files."),
-        click.option("--force-exclude", is_flag=True, default=None, help="Apply excludes to paths given explicitly too."),
-        click.option("--stdin-filename", default=None, help="The name of the file when reading from stdin (`-`)."),
-        click.option("--add-noqa", is_flag=True, help="Append `# noqa: CODE` to every line with a finding."),
-        click.option("--show-files", is_flag=True, help="List the files that would be checked, and exit."),
-        click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary."),
-        click.option("-j", "--jobs", type=int, default=None, help="Worker processes (default: one per core)."),
-        click.option("--per-file-timeout", type=click.FloatRange(min=0), default=None, help="Seconds one file's analysis may take before it is reported as AMP901 (default: 30; 0: no limit)."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+# every parameter of `check`/`fix` and its default, as click passes it
+DEFAULTS = {
+    "paths": (),
+    "fix": None,
+    "unsafe_fixes": False,
+    "diff": False,
+    "exit_zero": False,
+    "exit_non_zero_on_fix": False,
+    "statistics": False,
+    "output_format": None,
+    "output_file": None,
+    "select": None,
+    "extend_select": None,
+    "ignore": None,
+    "preview": None,
+    "target_torch_version": None,
+    "no_cache": False,
+    "cache_dir": None,
+    "config_path": None,
+    "isolated": False,
+    "force_exclude": None,
+    "stdin_filename": None,
+    "add_noqa": False,
+    "show_files": False,
+    "quiet": False,
+    "jobs": None,
+    "per_file_timeout": None,
+}
+FLAGS = {  # option -> (parameter, value)
+    "--fix": ("fix", True),
+    "--no-fix": ("fix", False),
+    "--unsafe-fixes": ("unsafe_fixes", True),
+    "--diff": ("diff", True),
+    "--exit-zero": ("exit_zero", True),
+    "--exit-non-zero-on-fix": ("exit_non_zero_on_fix", True),
+    "--statistics": ("statistics", True),
+    "--preview": ("preview", True),
+    "--no-preview": ("preview", False),
+    "--no-cache": ("no_cache", True),
+    "--isolated": ("isolated", True),
+    "--force-exclude": ("force_exclude", True),
+    "--add-noqa": ("add_noqa", True),
+    "--show-files": ("show_files", True),
+    "-q": ("quiet", True),
+    "--quiet": ("quiet", True),
+}
+VALUES = {  # option -> parameter (options that take a value)
+    "--output-format": "output_format",
+    "-o": "output_file",
+    "--output-file": "output_file",
+    "--select": "select",
+    "--extend-select": "extend_select",
+    "--ignore": "ignore",
+    "--target-torch-version": "target_torch_version",
+    "--cache-dir": "cache_dir",
+    "--config": "config_path",
+    "--stdin-filename": "stdin_filename",
+    "-j": "jobs",
+    "--jobs": "jobs",
+    "--per-file-timeout": "per_file_timeout",
+}
+NOT_FOR_FIX = {"--fix", "--no-fix"}  # `amplint fix` always fixes
 
 
-@cli.command("check")
-@_common_options
-def check_command(**kw):
-    """Check PATHS (default: the current directory) for AMP misuse."""
-    sys.exit(_run(**kw))
+def _plain_number(v: str, decimal: bool) -> bool:
+    """Digits (with at most one dot when ``decimal``): what int()/float() and click agree on."""
+    if not v.isascii():
+        return False
+    head, dot, tail = v.partition(".") if decimal else (v, "", "")
+    return bool(head + tail) and (head == "" or head.isdigit()) and (tail == "" or tail.isdigit())
 
 
-@cli.command("fix")
-@_common_options
-def fix_command(**kw):
-    """Fix PATHS in place (same as `amplint check --fix`)."""
-    if kw.get("fix") is None:
-        kw["fix"] = True
-    sys.exit(_run(**kw))
+def fast_parse(command: str, args: list[str]) -> dict | None:
+    """The parameters click would pass to `command` (check or fix) for ``args``, or None
+    when click must decide (help, errors, anything unusual)."""
+    kw = dict(DEFAULTS)
+    paths: list[str] = []
+    i, n = 0, len(args)
+    only_paths = False
+    while i < n:
+        a = args[i]
+        i += 1
+        if only_paths or a == "-" or not a.startswith("-"):
+            paths.append(a)
+            continue
+        if a == "--":
+            only_paths = True
+            continue
+        name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
+        if command == "fix" and name in NOT_FOR_FIX:
+            return None
+        if name in FLAGS and not eq:
+            dest, v = FLAGS[name]
+            kw[dest] = v
+            continue
+        if name not in VALUES:
+            return None  # --help, -h, unknown or bundled options: click's answer
+        if not eq:
+            if i >= n:
+                return None
+            value = args[i]
+            i += 1
+        if value == "" or (value.startswith("-") and value != "-"):
+            return None
+        kw[VALUES[name]] = value
+    kw["paths"] = tuple(paths)
+    return kw if _valid(kw) else None
 
 
-def _split(v: str | None) -> tuple[str, ...] | None:
-    if v is None:
-        return None
-    return tuple(s.strip() for s in v.split(",") if s.strip())
+def _valid(kw: dict) -> bool:
+    """Convert and check the values as click's types would; False: let click report it."""
+    env_fmt = os.environ.get("AMPLINT_OUTPUT_FORMAT")
+    if kw["output_format"] is None and env_fmt:
+        kw["output_format"] = env_fmt
+    if kw["output_format"] is not None and kw["output_format"] not in OUTPUT_FORMATS:
+        return False
+    env_cache = os.environ.get("AMPLINT_CACHE_DIR")
+    if kw["cache_dir"] is None and env_cache:
+        kw["cache_dir"] = env_cache
+    if kw["cache_dir"] is not None and os.path.exists(kw["cache_dir"]) and not os.path.isdir(kw["cache_dir"]):
+        return False
+    for key in ("output_file", "config_path"):
+        if kw[key] is not None and os.path.isdir(kw[key]):
+            return False
+    out = kw["output_file"]
+    if out is not None and os.path.exists(out) and not os.access(out, os.W_OK):
+        return False
+    if kw["jobs"] is not None:
+        if not _plain_number(kw["jobs"], False) or int(kw["jobs"]) < 1:
+            return False
+        kw["jobs"] = int(kw["jobs"])
+    if kw["per_file_timeout"] is not None:
+        if not _plain_number(kw["per_file_timeout"], True):
+            return False
+        kw["per_file_timeout"] = float(kw["per_file_timeout"])
+    return True
+
+
+# --- running check/fix ---------------------------------------------------------------------
 
 
 def _safe_streams() -> None:
@@ -116,109 +169,57 @@ def _safe_streams() -> None:
                 pass
 
 
-def _run(**kw) -> int:
+def run(command: str, kw: dict) -> int:
+    """Run `check` or `fix` with click's parameters ``kw``; returns the exit status."""
     _safe_streams()
+    if command == "fix":
+        kw = {**kw, "fix": True}
     try:
         from amplint.pipeline import Options, run_check
 
         return run_check(Options.from_cli(kw))
-    except click.exceptions.Exit:
-        raise
     except SystemExit:
         raise
     except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
+        print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left: end quietly, as a shell's SIGPIPE would
+        from amplint.report import quiet_stdout
+
+        quiet_stdout()
+        return 141
     except Exception as exc:  # pragma: no cover - last resort
-        click.echo(f"error: amplint crashed: {type(exc).__name__}: {exc}", err=True)
-        click.echo("".join(traceback.format_exc()), err=True)
-        click.echo("This is a bug in amplint; please report it.", err=True)
+        import traceback
+
+        print(f"error: amplint crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("".join(traceback.format_exc()), file=sys.stderr)
+        print("This is a bug in amplint; please report it.", file=sys.stderr)
         return 2
 
 
-@cli.command("rule")
-@click.argument("code", required=False)
-@click.option("--all", "show_all", is_flag=True, help="Print the docs of every rule.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
-def rule_command(code, show_all, output_format):
-    """Print the documentation of rule CODE."""
-    from amplint.rules import ALL_RULES
-    from amplint.docs import rule_json, rule_markdown
-
-    if show_all:
-        rules = list(ALL_RULES.values())
-    elif code:
-        rule = ALL_RULES.get(code.upper()) or next((r for r in ALL_RULES.values() if r.name == code), None)
-        if rule is None:
-            click.echo(f"error: unknown rule `{code}` (see `amplint rules`)", err=True)
-            sys.exit(2)
-        rules = [rule]
-    else:
-        click.echo("error: give a rule code (e.g. `amplint rule AMP001`) or --all", err=True)
-        sys.exit(2)
-    if output_format == "json":
-        import json
-
-        data = [rule_json(r) for r in rules]
-        click.echo(json.dumps(data if show_all else data[0], indent=2))
-    else:
-        click.echo("\n\n".join(rule_markdown(r) for r in rules))
-
-
-@cli.command("rules")
-@click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text")
-def rules_command(output_format):
-    """List every rule with its name, fixability and default state."""
-    from amplint.rules import ALL_RULES
-    from amplint.docs import rule_json, rules_table
-
-    if output_format == "json":
-        import json
-
-        click.echo(json.dumps([rule_json(r) for r in ALL_RULES.values()], indent=2))
-    elif output_format == "markdown":
-        click.echo(rules_table(markdown=True))
-    else:
-        click.echo(rules_table(markdown=False))
-
-
-@cli.command("explain")
-@click.argument("target")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="pyproject.toml to read [tool.amplint] from.")
-def explain_command(target, config_path):
-    """Show the facts behind the verdict on TARGET (PATH or PATH:FUNCTION).
-
-    Prints the scalers in scope and where they were built, the AMP events in order with their
-    loops, guards and autocast regions, and each call into the project with the summary of the
-    function it resolves to. Exit codes: 0 printed, 2 the file cannot be read or parsed.
-    """
-    from amplint.explain import explain
-    from amplint.settings import ConfigError, find_config, load_settings
-    from amplint.source import SourceError
-
-    path = target if os.path.exists(target) else target.rpartition(":")[0] or target
-    try:
-        settings = load_settings(config_path or find_config(os.path.abspath(path)))
-        click.echo(explain(target, settings), nl=False)
-    except (ConfigError, SourceError, SyntaxError, OSError) as exc:
-        click.echo(f"error: {path}: {exc}", err=True)
-        sys.exit(2)
-
-
-@cli.command("clean")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="AMPLINT_CACHE_DIR")
-def clean_command(cache_dir):
-    """Remove the cache directory."""
-    import shutil
-
-    d = cache_dir or os.path.join(os.getcwd(), ".amplint_cache")
-    if os.path.isdir(d):
-        shutil.rmtree(d, ignore_errors=True)
-        click.echo(f"Removed {d}")
-
-
 def main(argv=None) -> None:
-    cli.main(args=argv, prog_name="amplint")
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["--version"], ["-V"]):  # what click's version option prints
+        from amplint import __version__
+
+        print(f"amplint {__version__}")
+        sys.exit(0)
+    if args and args[0] in ("check", "fix"):
+        kw = fast_parse(args[0], args[1:])
+        if kw is not None:
+            sys.exit(run(args[0], kw))
+    from amplint.clickapp import cli
+
+    cli.main(args=args, prog_name="amplint")
+
+
+def __getattr__(name: str):
+    """``amplint.cli.cli`` and the other click objects, for code that imported them here."""
+    if name in ("cli", "LazyGroup", "check_command", "fix_command", "rule_command", "rules_command", "explain_command", "clean_command"):
+        from amplint import clickapp
+
+        return getattr(clickapp, name)
+    raise AttributeError(name)
 
 
 if __name__ == "__main__":  # pragma: no cover

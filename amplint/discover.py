@@ -66,7 +66,7 @@ class _FastSpec:
     patterns with an inner slash. A path that some include pattern does match is decided by
     pathspec itself (priorities, negations), so results equal ``spec.match_file``."""
 
-    __slots__ = ("_lines", "_spec", "exact", "empty", "lit_any", "lit_dir", "glob_any", "glob_dir", "path_rx")
+    __slots__ = ("_lines", "_spec", "exact", "empty", "negated", "lit_any", "lit_dir", "glob_any", "glob_dir", "path_rx")
 
     def __init__(self, lines: list[str]):
         self._lines = lines
@@ -78,6 +78,7 @@ class _FastSpec:
         if regexes is None:
             regexes = [(p.regex.pattern if getattr(p, "regex", None) is not None else None, p.include) for p in self.spec.patterns]
         self.exact = True
+        self.negated = any(include is False for _, include in regexes)  # a `!pattern` line
         g_any: list[str] = []
         g_dir: list[str] = []
         paths: list[str] = []
@@ -143,8 +144,11 @@ class _FastSpec:
                 is_dir = rel.endswith("/")
                 parts = rel.rstrip("/").split("/")
                 name, anc = parts[-1], self.ancestors_hit("/".join(parts[:-1]))
-            if not (anc or self.component_hit(name, is_dir) or (self.path_rx is not None and self.path_rx.search(rel))):
+            hit = self.component_hit(name, is_dir)
+            if not (anc or hit or (self.path_rx is not None and self.path_rx.search(rel))):
                 return False
+            if hit and not self.negated:  # an exact include match that no `!pattern` can undo
+                return True
         return self.spec.match_file(rel)
 
 

@@ -6,13 +6,6 @@ import textwrap
 
 from amplint.rules import ALL_RULES, Rule
 
-FIX_LINE = {
-    "always": "Fix is always available.",
-    "sometimes": "Fix is sometimes available.",
-    "never": "Fix is not available.",
-}
-
-
 def state(rule: Rule) -> str:
     if rule.preview:
         return "preview"
@@ -22,7 +15,7 @@ def state(rule: Rule) -> str:
 
 
 def rule_markdown(rule: Rule) -> str:
-    head = f"# {rule.name} ({rule.code})\n\n{FIX_LINE[rule.fix_availability]}"
+    head = f"# {rule.name} ({rule.code})\n\n{rule.fix_sentence}"
     if rule.preview:
         head += "\n\nThis rule is in preview: it runs only with `--preview` (or `preview = true`) or when selected by its exact code."
     elif not rule.default:
@@ -35,8 +28,10 @@ def rule_json(rule: Rule) -> dict:
         "code": rule.code,
         "name": rule.name,
         "summary": rule.summary,
-        "fix": FIX_LINE[rule.fix_availability],
+        "fix": rule.fix_sentence,
         "fix_availability": rule.fix_availability,
+        "fix_applicabilities": list(rule.fix_applicabilities),
+        "fix_label": rule.fix_label,
         "preview": rule.preview,
         "default": rule.default,
         "state": state(rule),
@@ -46,14 +41,15 @@ def rule_json(rule: Rule) -> dict:
 
 
 def rules_table(markdown: bool = False) -> str:
-    rows = [(r.code, r.name, {"always": "yes", "sometimes": "sometimes", "never": "no"}[r.fix_availability], state(r), r.summary) for r in ALL_RULES.values()]
+    rows = [(r.code, r.name, r.fix_label, state(r), r.summary) for r in ALL_RULES.values()]
     if markdown:
         out = ["| code | name | fix | state | summary |", "|---|---|---|---|---|"]
         out += [f"| {c} | `{n}` | {f} | {s} | {m} |" for c, n, f, s, m in rows]
         return "\n".join(out)
     w = max(len(r[1]) for r in rows)
-    out = [f"{'code':<7} {'name':<{w}}  {'fix':<9}  {'state':<8}  summary"]
-    out += [f"{c:<7} {n:<{w}}  {f:<9}  {s:<8}  {m}" for c, n, f, s, m in rows]
+    fw = max(len(r[2]) for r in rows)
+    out = [f"{'code':<7} {'name':<{w}}  {'fix':<{fw}}  {'state':<8}  summary"]
+    out += [f"{c:<7} {n:<{w}}  {f:<{fw}}  {s:<8}  {m}" for c, n, f, s, m in rows]
     return "\n".join(out)
 
 

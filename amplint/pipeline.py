@@ -10,10 +10,8 @@ import os
 import re
 import sys
 
-import click
-
 from amplint.diagnostics import Diagnostic, FileError, FileResult
-from amplint.report import Message, Summary, emit, formatter
+from amplint.report import Message, Summary, display_path, echo, emit, formatter
 from amplint.selection import Filter, enabled_codes, validate_per_file_ignores
 from amplint.settings import ConfigError, Settings, resolve
 
@@ -93,13 +91,14 @@ def run_check(opts: Options) -> int:
         enabled = enabled_codes(settings, settings.config_path or "--select/--ignore")
         validate_per_file_ignores(settings)
     except ConfigError as exc:
-        click.echo(f"error: {exc}", err=True)
+        echo(f"error: {exc}", err=True)
         return 2
-    from amplint import analyze
-
-    analyze.configure(settings.target_torch_version)
+    if opts.statistics and opts.output_format not in ("full", "concise", "json"):
+        echo(f"error: --statistics prints the formats full, concise and json, not `{opts.output_format}`", err=True)
+        return 2
     filt = Filter(settings, enabled)
     if list(opts.paths) == ["-"]:
+        _configure_engine(settings)
         return _run_stdin(opts, settings, filt)
 
     # discover
@@ -107,13 +106,14 @@ def run_check(opts: Options) -> int:
 
     found = discover(list(opts.paths) or ["."], settings)
     if opts.show_files:
-        for f in found.files:
-            click.echo(f)
+        emit("".join(display_path(f) + "\n" for f in found.files), None)
         return 0
 
     # analyse every file (screen, parse, model, rules), cached by content
     results = _analyse(found.files, opts, settings)
-    results += [FileResult(p, errors=[FileError("E902", "No such file or directory")]) for p in found.missing]
+    for f, r in zip(found.files, results):  # as named or walked, cached or not: shown as ruff does
+        r.path = display_path(f)
+    results += [FileResult(display_path(p), errors=[FileError("E902", "No such file or directory")]) for p in found.missing]
 
     # fix (or diff, or add noqa), then re-analyse what changed
     text_cache: dict[str, list[str] | None] = {}
@@ -121,9 +121,14 @@ def run_check(opts: Options) -> int:
     if opts.fix or opts.diff or opts.add_noqa:
         from amplint.fix.files import fix_files
 
+        _configure_engine(settings)
         results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
-        if opts.add_noqa:
-            click.echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
+        if opts.add_noqa:  # ruff's wording and exit status; nothing else is reported
+            echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
+            for r in results:
+                for e in r.errors:
+                    echo(f"{r.path}: error: {e.code} {e.message}", err=True)
+            return 2 if any(e.internal for r in results for e in r.errors) else 0
 
     # select, noqa -> messages
     messages: list[Message] = []
@@ -137,9 +142,9 @@ def run_check(opts: Options) -> int:
     if opts.diff:
         emit("".join(diffs), opts.output_file)
         if diffs:
-            click.echo(f"Would fix {fixed_total} error{'s' if fixed_total != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", err=True)
+            echo(f"Would fix {fixed_total} error{'s' if fixed_total != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", err=True)
         else:
-            click.echo("No errors would be fixed.", err=True)
+            echo("No errors would be fixed.", err=True)
         return 2 if internal else (1 if diffs else 0)
     summary = Summary(
         fixed=fixed_total,
@@ -173,8 +178,16 @@ def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileRe
     # phase 1 on the files to report and, when only some were given (pre-commit, an editor, a
     # sub-folder), on the rest of the project too: the index covers the project either way
     others = _rest_of_project(paths, files, settings)
-    results = run(files + others, cache, opts.jobs, timeout=timeout)
+    results = run(files + others, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
     return project_pass(results[: len(files)], results[len(files):], paths, settings)
+
+
+def _configure_engine(settings: Settings) -> None:
+    """The analysis engine loads only when something is analysed (the runner configures it
+    then; a warm-cache run loads none of it); fixing, stdin and project mode analyse here."""
+    from amplint import analyze
+
+    analyze.configure(settings.target_torch_version)
 
 
 def _rest_of_project(paths: list[str], files: list[str], settings: Settings) -> list[str]:
@@ -204,8 +217,10 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     out = []
     for r in results:
         if r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py"):
+            _configure_engine(settings)
             out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
         elif r.summary is not None and not r.errors and _calls_out(index, r):
+            _configure_engine(settings)
             out.append(_reanalyse(r, index))
         else:
             out.append(r)
@@ -329,16 +344,12 @@ def _report(messages: list[Message], summary: Summary, opts: Options) -> None:
     if opts.statistics:
         from amplint.report.text import format_statistics
 
-        text = format_statistics(messages)
+        text = format_statistics(messages, summary, fmt, show_summary=not opts.quiet)
     elif fmt in ("full", "concise"):
         text = formatter(fmt)(messages, summary, show_summary=not opts.quiet)
     else:
         text = formatter(fmt)(messages, summary)
     emit(text, opts.output_file)
-    if fmt in ("full", "concise") and not opts.quiet:
-        for m in messages:
-            if m.is_error:
-                click.echo(f"{m.path}: error: {m.message}", err=True)
 
 
 def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
@@ -346,7 +357,7 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     from amplint.source import SourceError, decode, split_lines
 
     data = sys.stdin.buffer.read()
-    name = opts.stdin_filename or "-"
+    name = display_path(opts.stdin_filename) if opts.stdin_filename else "-"
     if opts.force_exclude or settings.force_exclude:
         from amplint.discover import Excluder
 
@@ -357,7 +368,7 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     try:
         text, encoding = decode(data)
     except SourceError as exc:
-        click.echo(f"{name}:1:1: E902 {exc}")
+        echo(f"{name}:1:1: E902 {exc}")
         return 1
     if opts.fix:
         from amplint.fix.apply import fix_text
@@ -365,13 +376,13 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
         try:
             new, n, _ = fix_text(text, name, lambda d, lines: filt.keep(name, d, lines) and applicable(d, opts.unsafe_fixes))
         except Exception as exc:  # the fixer failed (e.g. recursion limit): echo the input unchanged
-            click.echo(f"{name}: error: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
+            echo(f"{name}: error: cannot fix: {type(exc).__name__}: {exc}; input left unchanged", err=True)
             new, n = text, 0
         sys.stdout.buffer.write(new.encode(encoding))
         result = analyze_text(new, name)
         remaining = [d for d in result.diagnostics if filt.keep(name, d, split_lines(new))]
         for e in result.errors:  # the buffer could not be checked: say so (stdout holds the code)
-            click.echo(f"{name}:{e.row}:{e.col + 1}: error: {e.code} {e.message}", err=True)
+            echo(f"{name}:{e.row}:{e.col + 1}: error: {e.code} {e.message}", err=True)
         if any(e.internal for e in result.errors):
             return 2
         if opts.exit_zero:
@@ -381,7 +392,12 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     messages = file_messages(result, filt, opts.unsafe_fixes, {}, lines=split_lines(text))
     fmt = opts.output_format
     summary = Summary(remaining_fixable=sum(m.applicable for m in messages))
-    text_out = formatter(fmt)(messages, summary, show_summary=not opts.quiet) if fmt in ("full", "concise") else formatter(fmt)(messages, summary)
+    if opts.statistics:
+        from amplint.report.text import format_statistics
+
+        text_out = format_statistics(messages, summary, fmt, show_summary=not opts.quiet)
+    else:
+        text_out = formatter(fmt)(messages, summary, show_summary=not opts.quiet) if fmt in ("full", "concise") else formatter(fmt)(messages, summary)
     emit(text_out, opts.output_file)
     if any(e.internal for e in result.errors):
         return 2

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from amplint.cache import Cache
 from amplint.diagnostics import FileError, FileResult
-from amplint import analyze as engine
-from amplint.analyze import analyze_bytes
-from amplint.screen import may_contain_amp
+
+# the analysis engine (amplint.analyze: parse, model) loads when a file needs analysing, so
+# a warm-cache run that analyses nothing does not pay for importing it
 
 SERIAL_BELOW = 24  # files to analyse; below this a pool costs more than it saves
 
@@ -34,6 +34,9 @@ def _on_alarm(signum, frame):
 def _analyze_within(data: bytes, path: str, timeout: float | None) -> FileResult:
     """analyze_bytes under a per-file time budget (SIGALRM; POSIX main thread only). A budget
     cannot interrupt one long C call (the parse itself), only the model and the rules."""
+    from amplint.analyze import analyze_bytes
+    from amplint.screen import may_contain_amp
+
     if not may_contain_amp(data):  # most files: no timer, no signal handler (issue 8)
         return FileResult(path)
     if not timeout or timeout <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
@@ -110,7 +113,10 @@ def _isolated(items, timeout, ctx) -> list:
     return outs
 
 
-def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout: float | None = DEFAULT_PER_FILE_TIMEOUT) -> list[FileResult]:
+def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout: float | None = DEFAULT_PER_FILE_TIMEOUT,
+        target_torch_version: str | None = None) -> list[FileResult]:
+    """Every file's result, in order. ``target_torch_version``: configure the engine with it
+    before analysing anything (not at all when every file is a cache hit)."""
     results: dict[str, FileResult] = {}
     todo: list[tuple[str, str | None]] = []
     for p in files:
@@ -127,6 +133,10 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
             todo.append((p, cache.digest_of(p)))
         else:
             todo.append((p, None))
+    if todo and target_torch_version is not None:
+        from amplint import analyze
+
+        analyze.configure(target_torch_version)
     jobs = jobs or os.cpu_count() or 1
     if len(todo) < SERIAL_BELOW or jobs == 1:
         outs = [_work_safe(p, d, timeout, cache is not None) for p, d in todo]
@@ -134,6 +144,8 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
+
+        from amplint import analyze as engine
 
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         n = max(1, min(64, len(todo) // (jobs * 8)))

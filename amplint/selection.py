@@ -6,7 +6,7 @@ import fnmatch
 import os
 
 from amplint.diagnostics import Diagnostic
-from amplint.noqa import is_suppressed
+from amplint.noqa import FileDirectives, is_suppressed
 from amplint.settings import ConfigError, Settings
 
 # Codes reported for files that could not be checked; always on.
@@ -33,12 +33,15 @@ def enabled_codes(settings: Settings, where: str = "settings") -> set[str]:
     else:
         chosen = set()
         exact = set()
+        every = False
         for s in settings.select:
             chosen |= _expand(s, codes, where)
             if s.strip().upper() in ALL_RULES:
                 exact.add(s.strip().upper())
-        # prefix selections do not switch on opt-in rules; exact codes do
-        chosen = {c for c in chosen if ALL_RULES[c].default or c in exact}
+            every = every or s.strip().upper() == "ALL"
+        # prefix selections do not switch on opt-in rules; exact codes and ALL (as in ruff:
+        # every rule) do. Preview rules still need preview mode (below).
+        chosen = {c for c in chosen if ALL_RULES[c].default or c in exact or every}
     for s in settings.extend_select:
         chosen |= _expand(s, codes, where)
         if s.strip().upper() in ALL_RULES:
@@ -79,17 +82,43 @@ def ignored_for_file(settings: Settings, path: str) -> set[str]:
 
 
 class Filter:
-    """Which findings of a file are reported: enabled, not ignored for the file, not noqa'd."""
+    """Which findings of a file are reported: enabled, not ignored for the file, not noqa'd
+    (on the line, or file-wide by `# amplint: noqa`). The first time it reads a file's lines
+    it warns, once per file on stderr, about unknown AMP codes in its noqa comments."""
+
     def __init__(self, settings: Settings, enabled: set[str]):
         self.settings = settings
         self.enabled = enabled
-        self._lines: dict[str, list[str]] = {}
+        self._directives: dict[str, tuple[list[str], FileDirectives]] = {}
+        self._warned: set[str] = set()
+
+    def directives(self, path: str, lines: list[str]) -> FileDirectives:
+        seen = self._directives.get(path)
+        if seen is not None and seen[0] is lines:
+            return seen[1]
+        fd = FileDirectives(lines)
+        self._directives[path] = (lines, fd)
+        if path not in self._warned:
+            self._warned.add(path)
+            from amplint.rules import ALL_RULES
+
+            unknown = fd.unknown(set(ALL_RULES) | ERROR_CODES)
+            if unknown:
+                import sys
+
+                listed = ", ".join(f"`{c}` (line {row})" for row, c in unknown)
+                s = "s" if len(unknown) != 1 else ""
+                print(f"warning: {path}: unknown rule code{s} in `# noqa`: {listed} (see `amplint rules`)", file=sys.stderr)
+        return fd
 
     def keep(self, path: str, d: Diagnostic, lines: list[str] | None) -> bool:
         if d.code not in self.enabled:
             return False
         if d.code in ignored_for_file(self.settings, path):
             return False
-        if lines is not None and is_suppressed(lines, d.code, [d.row, d.stmt_row]):
-            return False
+        if lines is not None:
+            if self.directives(path, lines).exempts(d.code):
+                return False
+            if is_suppressed(lines, d.code, [d.row, d.stmt_row]):
+                return False
         return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 import stat as stat_mod
-import tempfile
 import tokenize
 
 
@@ -108,6 +107,8 @@ def atomic_write(src: Source, new_text: str) -> None:
     if st.st_nlink > 1:
         _write_in_place(path, src, data)
         return
+    import tempfile  # only a fix writes: `amplint check` does not load it
+
     fd, tmp = tempfile.mkstemp(prefix=".amplint-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -95,6 +95,26 @@ def formatter(fmt: str):
     return getattr(import_module(f"amplint.report.{mod}"), fn)
 
 
+def display_path(path: str) -> str:
+    """A path as findings show it (ruff's way): relative to the working directory, without
+    ``./``; a path outside it stays absolute. The same whether the file was named or found
+    by walking a directory, with or without the cache. ``-`` (stdin) stays ``-``."""
+    if path == "-":
+        return path
+    absolute = os.path.abspath(path)
+    cwd = os.getcwd()
+    if absolute == cwd or absolute.startswith(cwd.rstrip(os.sep) + os.sep):
+        return os.path.relpath(absolute, cwd)
+    return absolute
+
+
+def echo(text: str = "", err: bool = False) -> None:
+    """One line to stdout (or stderr), as click.echo, without importing click."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(f"{text}\n")
+    stream.flush()
+
+
 def emit(text: str, output_file: str | None) -> None:
     """Write the report to ``output_file`` or stdout; an unwritable file is a usage error
     (exit 2); a reader that left the pipe ends the run quietly."""
@@ -112,6 +132,15 @@ def emit(text: str, output_file: str | None) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
         except BrokenPipeError:  # `amplint check | head`: the reader left; keep the exit code
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+            quiet_stdout()
+
+
+def quiet_stdout() -> None:
+    """The reader of stdout left (`amplint ... | head`): send the rest to /dev/null so
+    neither this run nor the interpreter's last flush fails on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from amplint.report import Message, Summary
 
@@ -19,7 +20,7 @@ def to_json_obj(m: Message) -> dict:
         "cell": m.cell,
         "code": m.code,
         "end_location": {"column": m.end_col + 1, "row": m.end_row},
-        "filename": m.path,
+        "filename": m.path if m.path == "-" else os.path.abspath(m.path),  # absolute, as ruff's
         "fix": fix,
         "location": {"column": m.col + 1, "row": m.row},
         "message": m.message,

@@ -34,6 +34,8 @@ def _sarif_rules():
                 "properties": {
                     "tags": ["pytorch", "amp", "mixed-precision"],
                     "fix_availability": info["fix_availability"],
+                    "fix_applicabilities": info["fix_applicabilities"],
+                    "fixability": info["fix_label"],
                     "state": info["state"],
                     "precision": "high",
                     "problem.severity": "error",

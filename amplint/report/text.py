@@ -60,13 +60,27 @@ def summary_lines(messages: list[Message], summary: Summary) -> list[str]:
     return lines
 
 
-def format_statistics(messages: list[Message]) -> str:
+STATISTICS_FORMATS = ("full", "concise", "json")
+
+
+def format_statistics(messages: list[Message], summary: Summary, fmt: str = "full", show_summary: bool = True) -> str:
+    """``--statistics``: one row per code, most frequent first; ruff's layout in every
+    format it supports (full and concise: the tab-separated table and the summary; json: a
+    list of ``{code, name, count, fixable, fixable_count}``)."""
     counts = Counter(m.code for m in messages)
-    fixable = {m.code for m in messages if m.applicable}
+    fixable = Counter(m.code for m in messages if m.applicable)
     names = {m.code: m.name or "" for m in messages}
+    order = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if fmt == "json":
+        import json
+
+        rows = [{"code": c, "name": names[c], "count": n, "fixable": fixable[c] > 0, "fixable_count": fixable[c]} for c, n in order]
+        return json.dumps(rows, indent=2) + "\n"
     width = max((len(str(c)) for c in counts.values()), default=1)
     lines = []
-    for code, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        marker = "[*]" if code in fixable else "[ ]"
+    for code, count in order:
+        marker = "[*]" if fixable[code] else "[ ]"
         lines.append(f"{count:>{width}}\t{code}\t{marker} {names[code]}")
+    if show_summary:
+        lines.extend(summary_lines(messages, summary))
     return "\n".join(lines) + ("\n" if lines else "")

@@ -39,6 +39,47 @@ class Rule:
     def check(self, model: "FileModel") -> Iterable[Diagnostic]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    # --- fixability: every label (`amplint rules`, `amplint rule`, README, docs/rules.md,
+    # SARIF) is derived here, from `fix_availability` and the fixes the rule's own examples
+    # show (an example's `fixed` text is what `amplint fix` writes; tests/test_cli_rules.py
+    # checks these applicabilities against the fixes the rule really produces).
+
+    @property
+    def fix_applicabilities(self) -> tuple[str, ...]:
+        """The applicabilities of this rule's fixes: () when it has none; ("display-only",)
+        when a fix is shown and never applied; else "safe" and/or "unsafe"."""
+        if self.fix_availability == "never":
+            return ()
+        applied = {"unsafe" if ex.unsafe else "safe" for ex in self.invalid if ex.fixed is not None}
+        return tuple(sorted(applied)) if applied else ("display-only",)
+
+    @property
+    def fix_label(self) -> str:
+        """The short label: no, display-only, yes, sometimes (with "unsafe" when every fix is)."""
+        kinds = self.fix_applicabilities
+        if not kinds:
+            return "no"
+        if kinds == ("display-only",):
+            return "display-only"
+        label = "yes" if self.fix_availability == "always" else "sometimes"
+        return f"{label} (unsafe)" if kinds == ("unsafe",) else label
+
+    @property
+    def fix_sentence(self) -> str:
+        """The line under a rule page's title."""
+        kinds = self.fix_applicabilities
+        if not kinds:
+            return "Fix is not available."
+        how = self.fix_availability  # always / sometimes
+        if kinds == ("display-only",):
+            return f"Fix is {how} shown, never applied (display-only)."
+        line = f"Fix is {how} available."
+        if kinds == ("unsafe",):
+            return line + " It is unsafe: applied only with `--unsafe-fixes`."
+        if "unsafe" in kinds:
+            return line + " Some fixes are unsafe: applied only with `--unsafe-fixes`."
+        return line
+
     @property
     def url(self) -> str:
         return DOCS_URL.format(code_lower=self.code.lower(), name=self.name)

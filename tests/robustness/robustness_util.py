@@ -74,13 +74,16 @@ def _decode(p):
     return p
 
 
-def entries(fmt: str, stdout: str) -> list[tuple[str, str, int]]:
+def entries(fmt: str, stdout: str, cwd=None) -> list[tuple[str, str, int]]:
     """(path, code, row) of every reported entry, parsed from any output format."""
     out = []
     if fmt in ("json", "json-lines"):
         objs = json.loads(stdout) if fmt == "json" else [json.loads(l) for l in stdout.splitlines() if l.strip()]
         for o in objs:
-            out.append((o["filename"], o["code"], o["location"]["row"]))
+            name = o["filename"]  # absolute, as ruff's: relative to the run's cwd here
+            if cwd is not None and os.path.isabs(name):
+                name = os.path.relpath(name, cwd)
+            out.append((name, o["code"], o["location"]["row"]))
     elif fmt == "github":
         for line in stdout.splitlines():
             assert line.startswith("::error "), line
@@ -122,6 +125,19 @@ def _norm(path: str) -> str:
     while path.startswith("./"):
         path = path[2:]
     return path
+
+
+def reported_errors(stdout: str) -> dict[str, str]:
+    """{path: message} of the per-file errors (E902, E999, AMP900, AMP901) in full or concise
+    output: each is reported once, on stdout, like a finding (issue 13)."""
+    import re
+
+    out = {}
+    for line in stdout.splitlines():
+        m = re.match(r"(.+?):(?:cell \d+:)?\d+:\d+: (?:E902|E999|AMP900|AMP901) (.*)$", line)
+        if m:
+            out[_norm(m.group(1))] = m.group(2)
+    return out
 
 
 def stderr_errors(stderr: str) -> dict[str, str]:

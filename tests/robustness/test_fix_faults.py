@@ -99,7 +99,7 @@ def test_read_only_directory_is_reported_and_the_rest_fixed(tmp_path):
     p = run_patched(READ_ONLY_DIR, "fix", ".", "--no-cache", "--output-format", "concise", cwd=tmp_path)
     assert p.returncode == 1, p.stderr
     assert "ro/locked.py:1:1: E902 cannot write fixes: Permission denied" in p.stdout
-    assert "./ro/locked.py: error: cannot write fixes: Permission denied" in p.stderr
+    assert "locked.py" not in p.stderr  # reported once, on stdout
     assert (tmp_path / "ro" / "locked.py").read_text() == FLAGGED
     assert (tmp_path / "ok.py").read_text() == FIXED
     assert _listing(tmp_path / "ro") == ["locked.py"]

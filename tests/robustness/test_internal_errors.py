@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from robustness_util import FLAGGED, FLAGGED_ROW, entries, run, run_patched, stderr_errors
+from robustness_util import FLAGGED, FLAGGED_ROW, entries, reported_errors, run, run_patched
 
 # Replace AMP001's check with one that misbehaves on files holding a marker.
 PATCH = """
@@ -54,7 +54,7 @@ def test_rule_crash_on_one_file_is_contained(tmp_path, n_good, fmt):
     p = run_patched(PATCH, "check", ".", "--no-cache", "-j", "2", "--output-format", fmt, cwd=tmp_path)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr
-    got = entries(fmt, p.stdout)
+    got = entries(fmt, p.stdout, cwd=tmp_path)
     boom = [e for e in got if e[0] == "boom.py"]
     assert ("boom.py", "AMP900", 1) in boom
     assert any(code == "AMP002" for _, code, _ in boom), boom  # the other rules still ran on it
@@ -62,7 +62,7 @@ def test_rule_crash_on_one_file_is_contained(tmp_path, n_good, fmt):
     for i in range(n_good):  # and the other files were checked by every rule
         assert (f"good_{i:02d}.py", "AMP001", FLAGGED_ROW) in got
     if fmt == "full":
-        msg = stderr_errors(p.stderr)["boom.py"]
+        msg = reported_errors(p.stdout)["boom.py"]
         assert msg.startswith("internal error in AMP001: ValueError: injected failure")
         assert "this is a bug in amplint; please report it" in msg
 
@@ -89,7 +89,7 @@ def test_per_file_timeout(tmp_path, n_good):
     p = run_patched(PATCH, "check", ".", "--no-cache", "-j", "2", "--per-file-timeout", "1", "--output-format", "concise", cwd=tmp_path)
     assert p.returncode == 1, (p.returncode, p.stderr)
     assert "slow.py:1:1: AMP901 timeout: analysis took longer than 1 s (see --per-file-timeout)" in p.stdout
-    assert stderr_errors(p.stderr)["slow.py"].startswith("timeout: analysis took longer than 1 s")
+    assert reported_errors(p.stdout)["slow.py"].startswith("timeout: analysis took longer than 1 s")
     assert sum(1 for e in entries("concise", p.stdout) if e[1] == "AMP001") == n_good
 
 

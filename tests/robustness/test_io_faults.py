@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from robustness_util import FLAGGED, FLAGGED_ROW, entries, run, run_patched, stderr_errors
+from robustness_util import FLAGGED, FLAGGED_ROW, entries, reported_errors, run, run_patched
 
 DENY = """
 import errno, os
@@ -49,13 +49,13 @@ def test_permission_denied_is_a_per_file_error(tmp_path, n_good, fmt):
     _tree(tmp_path, n_good, {"secret.py": FLAGGED})
     p = run_patched(DENY, "check", ".", "--no-cache", "-j", "2", "--output-format", fmt, cwd=tmp_path)
     assert p.returncode == 1, p.stderr
-    got = entries(fmt, p.stdout)
+    got = entries(fmt, p.stdout, cwd=tmp_path)
     assert ("secret.py", "E902", 1) in got
     assert [e for e in got if e[0] == "secret.py"] == [("secret.py", "E902", 1)]
     for i in range(n_good):
         assert (f"good_{i:02d}.py", "AMP001", FLAGGED_ROW) in got
     if fmt == "concise":
-        assert stderr_errors(p.stderr)["secret.py"] == "Permission denied"
+        assert reported_errors(p.stdout)["secret.py"] == "Permission denied"
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads a chmod 000 file anyway")
@@ -78,7 +78,7 @@ def test_files_that_vanish_or_become_directories_after_discovery(tmp_path, n_goo
     assert "vanishing.py:1:1: E902 No such file or directory" in p.stdout
     assert "now_a_dir.py:1:1: E902 Is a directory" in p.stdout
     assert sum(1 for e in entries("concise", p.stdout) if e[1] == "AMP001") == n_good
-    errs = stderr_errors(p.stderr)
+    errs = reported_errors(p.stdout)
     assert errs["vanishing.py"] == "No such file or directory"
 
 
