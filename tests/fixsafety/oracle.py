@@ -516,13 +516,17 @@ class Violation:
     mode: str
     detail: str
     rules: tuple[str, ...] = ()
+    # fix: the fix broke or changed the code; missed: the fix was behaviour-neutral but a misuse
+    # the file contains was never reported, so "no finding remains" is false comfort;
+    # finding: a finding on correct code; count: the [*] / fixed counts; comment: a lost comment
+    cause: str = "fix"
 
     def __str__(self) -> str:
         rules = f" [rules: {','.join(self.rules)}]" if self.rules else ""
-        return f"({self.prop}) {self.mode}: {self.detail}{rules}"
+        return f"({self.prop}/{self.cause}) {self.mode}: {self.detail}{rules}"
 
 
-@dataclass
+@dataclass(repr=False)
 class Record:
     name: str
     header: Header
@@ -531,6 +535,9 @@ class Record:
     expected: Outcome | None = None
     modes: dict[str, ModeResult] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # short: pytest prints fixture values in tracebacks
+        return f"<Record {self.name}: {len(self.violations)} violation(s)>"
 
     @property
     def findings(self) -> list[Msg]:
@@ -594,6 +601,9 @@ def evaluate(rec: Record) -> list[Violation]:
     """The properties (a)-(f) for one file."""
     v: list[Violation] = []
     correct = rec.header.kind == "correct"
+    found_codes = {x.code for x in rec.modes["safe"].check} | {x.code for x in rec.modes["unsafe"].check}
+    missed = tuple(sorted(set(rec.header.codes) - found_codes))
+    missed_text = ", ".join(missed) + " never reported" if missed else "the findings did not cover it"
     for mode in MODES:
         m = rec.modes[mode]
         fixable_codes = tuple(sorted({x.code for x in m.check if x.fixable}))
@@ -601,13 +611,13 @@ def evaluate(rec: Record) -> list[Violation]:
         # (a) correct code: no finding, untouched
         if correct and m.check:
             v.append(Violation("a", mode, "finding on correct code: " + ", ".join(x.short() for x in m.check),
-                               tuple(sorted({x.code for x in m.check}))))
+                               tuple(sorted({x.code for x in m.check})), cause="finding"))
         if correct and m.changed:
             v.append(Violation("a", mode, "fix modified a correct file", rules))
         # (d) parses
         if m.changed and not m.parses:
             v.append(Violation("d", mode, "fixed code does not parse: "
-                               + (m.outcome.load_error if m.outcome else "?"), rules))
+                               + (m.outcome.load_error if m.outcome else "?"), rules, cause="parse"))
         # (b)/(c) execution
         if m.changed and m.outcome is not None and m.parses:
             prop = "b" if mode == "safe" else "c"
@@ -626,26 +636,32 @@ def evaluate(rec: Record) -> list[Violation]:
                         v.append(Violation(prop, mode, f"fixed code raises a new error [{cfg}]: {err} "
                                            f"(original: {orig_errs.get(cfg)})", rules))
                     elif not m.fix_remaining:
-                        v.append(Violation(prop, mode, f"no finding remains but the fixed code still raises [{cfg}]: {err}", rules))
+                        v.append(Violation(prop, mode, f"no finding remains but the fixed code still raises the "
+                                           f"original's error [{cfg}]: {err} (a misuse went unreported: "
+                                           f"{missed_text})", missed or rules, cause="missed"))
                 if not m.fix_remaining and rec.expected is not None and m.outcome.error is None:
                     d = m.outcome.differs(rec.expected)
-                    if d:
+                    if d and rec.original is not None and not m.outcome.differs(rec.original):
+                        v.append(Violation(prop, mode, "no finding remains but the fixed loop still computes what "
+                                           f"the misuse did, not expected_loop ({d}; a misuse went unreported: "
+                                           f"{missed_text})", missed or rules, cause="missed"))
+                    elif d:
                         v.append(Violation(prop, mode, f"no finding remains but the fixed loop differs from expected_loop: {d}", rules))
         # (e) counts
         if m.check_fixable != m.fix_fixed:
-            v.append(Violation("e", mode, f"check says {m.check_fixable} fixable, fix reports {m.fix_fixed} fixed", rules))
+            v.append(Violation("e", mode, f"check says {m.check_fixable} fixable, fix reports {m.fix_fixed} fixed", rules, cause="count"))
         if m.diff_would_fix is not None and m.diff_would_fix != m.check_fixable:
-            v.append(Violation("e", mode, f"check says {m.check_fixable} fixable, fix --diff says would fix {m.diff_would_fix}", rules))
+            v.append(Violation("e", mode, f"check says {m.check_fixable} fixable, fix --diff says would fix {m.diff_would_fix}", rules, cause="count"))
         if m.fix_remaining_fixable:
             v.append(Violation("e", mode, f"after fix, still {m.fix_remaining_fixable} marked [*] fixable: "
-                               + ", ".join(x.short() for x in m.fix_remaining if x.fixable), rules))
+                               + ", ".join(x.short() for x in m.fix_remaining if x.fixable), rules, cause="count"))
         if "did not converge" in m.fix_stderr:
-            v.append(Violation("e", mode, "fix did not converge: " + m.fix_stderr.strip().splitlines()[-1], rules))
+            v.append(Violation("e", mode, "fix did not converge: " + m.fix_stderr.strip().splitlines()[-1], rules, cause="count"))
         # (f) comments
         if m.changed:
             lost = lost_comments(rec.subject, m.fixed_text)
             if lost:
-                v.append(Violation("f", mode, "comments lost: " + "; ".join(lost), rules))
+                v.append(Violation("f", mode, "comments lost: " + "; ".join(lost), rules, cause="comment"))
     return v
 
 
@@ -710,6 +726,7 @@ class Oracle:
     # ------------------------------------------------------------------ main entry
     def run(self, items: list[tuple[str, str]], execute_loops: bool = True) -> list[Record]:
         """``items``: (file name, full corpus-format text)."""
+        _outcome_cache.clear()
         records: dict[str, Record] = {}
         for name, text in items:
             header = parse_header(text)
