@@ -273,7 +273,7 @@ def build(plan: Plan, fn_name: str, prefix: str = "", decorate: Choose | None = 
         body.append(Block(f"if {ctr} < warmup:", [
             Block(f"for group in {o}.param_groups:", [st(f'group["lr"] = base_lr * ({ctr} + 1) / warmup', "warmup")])
             for o in opts]))
-    if not end_zero:
+    if not end_zero and "zero_grad_between" not in inj:  # the injection moves it, it does not copy it
         body += zero_grads()
     if plan.legacy_from_import and "legacy_autocast" in inj:
         ac = f"cpu_autocast(dtype=dtype{amp_kw})"

@@ -19,6 +19,12 @@ bfloat16 with a fast-growing scaler). The properties of issue 11 are then checke
 (f) comments survive a fix (issue 11, defect 8): every comment of the original is still in the
     fixed file, except a trailing comment on a code line the fix deleted outright.
 
+Each violation also carries a ``cause``: ``fix`` (the fix broke the code or changed what it
+computes), ``missed`` (no finding remains, yet the program still misbehaves because one of the
+misuses its header names was never reported; the fix itself may be innocent), ``finding`` (a
+finding on correct code), ``count`` (property (e)) or ``comment`` (property (f)). Every cause
+fails the tests alike; the cause only sorts the report.
+
 Corpus file format (``tests/fixsafety/loops/*.py``): the first line is machine-readable,
 ``# fixsafety: kind=misuse codes=AMP001,AMP007 defect=1`` or ``# fixsafety: kind=correct``
 (optional ``defect=N[,M]``: the issue-11 defect it reproduces; ``write=hardlink,readonly``: also
@@ -633,8 +639,12 @@ def evaluate(rec: Record) -> list[Violation]:
                     if orig_errs.get(cfg) is None:
                         v.append(Violation(prop, mode, f"fixed code raises where the original did not [{cfg}]: {err}", rules))
                     elif err != orig_errs.get(cfg):
+                        # the original raised too: with a misuse that was never reported, the new error
+                        # may be that misuse surfacing once the reported one is fixed
                         v.append(Violation(prop, mode, f"fixed code raises a new error [{cfg}]: {err} "
-                                           f"(original: {orig_errs.get(cfg)})", rules))
+                                           f"(original: {orig_errs.get(cfg)})"
+                                           + (f"; {missed_text}, which may be the cause" if missed else ""),
+                                           rules, cause="missed" if missed else "fix"))
                     elif not m.fix_remaining:
                         v.append(Violation(prop, mode, f"no finding remains but the fixed code still raises the "
                                            f"original's error [{cfg}]: {err} (a misuse went unreported: "
