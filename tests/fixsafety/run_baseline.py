@@ -144,7 +144,7 @@ def main() -> int:
     L: list[str] = []
     kinds = collections.Counter(r.header.kind for r in corpus)
     L += [f"# amplint fix safety: {args.label} measurement (issue 11)", "",
-          f"amplint at `{_git_head()}`, torch 2.13.0 CPU, measured {time.strftime('%Y-%m-%d %H:%M')}. "
+          f"amplint as of `{_git_head()}` (the last commit touching `amplint/`), torch 2.13.0 CPU, measured {time.strftime('%Y-%m-%d %H:%M')}. "
           f"Produced by `tests/fixsafety/run_baseline.py --generated {args.generated}` "
           f"({t_corpus:.0f} s corpus, {t_gen:.0f} s generator).", ""]
 
@@ -241,6 +241,18 @@ def main() -> int:
           f"* fixes applied: safe **{gfix['safe']}** in {gchg['safe']} programs, unsafe **{gfix['unsafe']}** in {gchg['unsafe']} programs",
           f"* programs with a violation: **{len(progs_viol)}** ({100 * len(progs_viol) / max(1, len(gen)):.1f}%); "
           f"violations: **{len(gviol)}**", ""]
+    def progs(pred) -> int:
+        return len({s for s, _, _, v in gviol if pred(v)})
+
+    L += table([[mode,
+                 progs(lambda v, m=mode: v.mode == m and v.cause == "fix" and v.prop in "bcd"),
+                 progs(lambda v, m=mode: v.mode == m and v.cause == "missed"),
+                 progs(lambda v, m=mode: v.mode == m and v.cause == "count"),
+                 progs(lambda v, m=mode: v.mode == m and v.cause == "comment"),
+                 progs(lambda v, m=mode: v.mode == m and v.cause == "finding")]
+                for mode in oracle.MODES],
+               ["mode", "programs where the fix broke/changed code", "... where an unreported misuse remained",
+                "... with a count mismatch", "... that lost a comment", "... correct but reported"]) + [""]
     sig = collections.Counter((v.prop, v.mode, v.cause, ",".join(v.rules)) for _, _, _, v in gviol)
     first: dict[tuple, int] = {}
     for s, _, _, v in gviol:
@@ -268,8 +280,8 @@ def _git_head() -> str:
     import subprocess
 
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(["git", "log", "-1", "--format=%h %s", "--", "amplint"], cwd=os.path.dirname(os.path.dirname(HERE)),
+                              capture_output=True, text=True, check=True).stdout.strip()[:90]
     except (OSError, subprocess.CalledProcessError):
         return "?"
 

@@ -33,7 +33,7 @@ import generator  # noqa: E402
 import oracle  # noqa: E402
 
 LONG = int(os.environ.get("AMPLINT_FIXSAFETY_EXAMPLES", "0"))
-CI_EXAMPLES = 40
+CI_EXAMPLES = 50
 
 _names = itertools.count()
 
