@@ -70,7 +70,7 @@ EXPECTED_MARKER = "# ---- fixsafety: expected (hand-written correct loop; cut of
 HEADER_RE = re.compile(r"^# fixsafety: (?P<fields>.*)$")
 MODES = ("safe", "unsafe")
 COMMON_ARGS = ("--no-cache", "--isolated", "-j", "1", "--output-format", "concise")
-RUN_TIMEOUT_S = 20.0  # one loop run (a fix that deletes `i += 1` loops forever)
+RUN_TIMEOUT_S = 5.0  # one loop run (~0.1 s normally; a fix that deletes `i += 1` loops forever)
 
 
 # ============================================================================ corpus files
@@ -382,6 +382,30 @@ def _scale_log(log: list[tuple[int, float]]):
         cls.update = orig
 
 
+@contextlib.contextmanager
+def _torch_state():
+    """Restore torch's global autocast and grad state after a run. A timeout (SIGALRM) can land
+    inside ``autocast.__exit__`` and leave autocast enabled, its nesting count up and its cast
+    cache full: every later run in the process would then compute with stale fp16 weights."""
+    import torch
+
+    devices = ("cpu", "cuda")
+    saved = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in devices}
+    cache, grad = torch.is_autocast_cache_enabled(), torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        for d, (enabled, dt) in saved.items():
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, dt)
+        torch.set_autocast_cache_enabled(cache)
+        torch.set_grad_enabled(grad)
+        level = torch.autocast_increment_nesting()
+        while level > 0:
+            level = torch.autocast_decrement_nesting()
+        torch.clear_autocast_cache()
+
+
 _mod_counter = itertools.count()
 
 
@@ -440,7 +464,7 @@ def execute(fn: Callable[..., Any], contract: str) -> Outcome:
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16}
     for cfg in CONFIGS:
         log: list[tuple[int, float]] = []
-        with harness.cpu_threads("cpu"), warnings.catch_warnings(), _scale_log(log):
+        with _torch_state(), harness.cpu_threads("cpu"), warnings.catch_warnings(), _scale_log(log):
             warnings.simplefilter("ignore")
             try:
                 with _time_limit(RUN_TIMEOUT_S):

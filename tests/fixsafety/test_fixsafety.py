@@ -182,3 +182,26 @@ def test_fix_leaves_read_only_files(name, tmp_path):
     report = out + err
     assert "E902" in report and "read-only" in report.lower(), \
         f"a read-only file must be reported as E902 (read-only, not fixed); got:\n{report}"
+
+
+# ------------------------------------------------------------------ the oracle itself
+
+
+def test_oracle_runs_are_isolated():
+    """A loop that leaves autocast entered (as a timeout inside ``autocast.__exit__`` does) must
+    not change the next run's numbers: the oracle restores torch's global state after each run."""
+    import torch
+
+    from amplint.runtime import reference
+
+    def leaky(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+        torch.autocast(device_type, dtype=torch.float16).__enter__()
+        with torch.autocast(device_type, dtype=dtype):
+            model(batches[0][0])
+        raise RuntimeError("left autocast entered")
+
+    before = oracle.execute(reference.train_loop, "loop")
+    assert oracle.execute(leaky, "loop").error
+    after = oracle.execute(reference.train_loop, "loop")
+    assert not torch.is_autocast_enabled("cpu")
+    assert after.differs(before) is None, after.differs(before)
