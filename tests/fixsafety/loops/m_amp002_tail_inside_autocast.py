@@ -1,0 +1,34 @@
+# fixsafety: kind=misuse codes=AMP002
+"""The whole tail of the iteration (scaled backward, step, update) is indented under the
+autocast block (AMP002). Everything after the loss is movable out of the block."""
+
+import torch
+
+
+def train_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        with torch.autocast(device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        losses.append(loss.item())
+    return losses
+
+
+# ---- fixsafety: expected (hand-written correct loop; cut off before linting) ----
+
+
+def expected_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        with torch.autocast(device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        losses.append(loss.item())
+    return losses

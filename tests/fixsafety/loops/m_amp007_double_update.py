@@ -1,0 +1,35 @@
+# fixsafety: kind=misuse codes=AMP007
+"""A second `scaler.update()` with a trailing comment (AMP007: it raises "No inf checks were
+recorded prior to update")."""
+
+import torch
+
+
+def train_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        with torch.autocast(device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scaler.update()  # make sure the scale is current before logging
+        losses.append(loss.item())
+    return losses
+
+
+# ---- fixsafety: expected (hand-written correct loop; cut off before linting) ----
+
+
+def expected_loop(model, batches, loss_fn, optimizer, scaler, *, device_type, dtype):
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        with torch.autocast(device_type, dtype=dtype):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        losses.append(loss.item())
+    return losses
