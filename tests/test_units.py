@@ -305,7 +305,7 @@ def test_json_and_json_lines(msgs, tmp_path):
         "cell": None,
         "code": "AMP001",
         "end_location": {"column": 27, "row": 8},
-        "filename": "train.py",
+        "filename": os.path.abspath("train.py"),  # absolute, as ruff's (issue 13)
         "fix": {"applicability": "safe", "message": "Insert `scaler.update()` after `scaler.step(...)`",
                 "edits": [{"content": "    scaler.update()\n", "location": {"row": 9, "column": 1}, "end_location": {"row": 9, "column": 1}}]},
         "location": {"column": 5, "row": 8},
@@ -469,6 +469,7 @@ def test_sarif_log_and_rule_metadata(msgs, tmp_path):
         assert r["help"]["text"] == info["explanation"]
         assert r["help"]["markdown"] == f"# {rule.name} ({rule.code})\n\n{info['fix']}\n\n{info['explanation']}"
         assert r["properties"] == {"tags": ["pytorch", "amp", "mixed-precision"], "fix_availability": rule.fix_availability,
+                                   "fix_applicabilities": list(rule.fix_applicabilities), "fixability": rule.fix_label,
                                    "state": info["state"], "precision": "high", "problem.severity": "error"}
         assert "`" not in r["fullDescription"]["text"] and "##" not in r["fullDescription"]["text"]
     amp001 = driver["rules"][0]

@@ -63,7 +63,7 @@ def summary_lines(messages: list[Message], summary: Summary) -> list[str]:
 STATISTICS_FORMATS = ("full", "concise", "json")
 
 
-def format_statistics(messages: list[Message], summary: Summary, fmt: str = "full", show_summary: bool = True) -> str:
+def format_statistics(messages: list[Message], summary: Summary | None = None, fmt: str = "full", show_summary: bool = True) -> str:
     """``--statistics``: one row per code, most frequent first; ruff's layout in every
     format it supports (full and concise: the tab-separated table and the summary; json: a
     list of ``{code, name, count, fixable, fixable_count}``)."""
@@ -81,6 +81,6 @@ def format_statistics(messages: list[Message], summary: Summary, fmt: str = "ful
     for code, count in order:
         marker = "[*]" if fixable[code] else "[ ]"
         lines.append(f"{count:>{width}}\t{code}\t{marker} {names[code]}")
-    if show_summary:
+    if show_summary and summary is not None:
         lines.extend(summary_lines(messages, summary))
     return "\n".join(lines) + ("\n" if lines else "")
