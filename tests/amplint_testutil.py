@@ -42,6 +42,9 @@ SCREEN_TOKENS = {
     # any case, except inside `GradScaler` (its own token)
     "scaler": lambda s: _re.sub(r"(?i)(?<!Grad)scaler", lambda m: m.group(0)[:4] + "x" + m.group(0)[5:], s),
     "backward": lambda s: s.replace("backward", "backxard"),
+    # the framework clauses (AMP4xx): an fp16 setting next to accelerate/HF/DeepSpeed, Lightning and 16
+    "fp16": lambda s: s.replace("fp16", "fx16"),
+    "lightning": lambda s: _re.sub(r"(?i)lightning", lambda m: m.group(0)[:4] + "x" + m.group(0)[5:], s),
 }
 
 

@@ -82,5 +82,7 @@ def test_amp104_decorators_and_the_module_called_directly():
 def test_amp104_optional_import_skips_only_its_own_name():
     src = ("try:\n    from apex import amp\nexcept ImportError:\n    amp = None\nimport apex\n"
            "apex.amp.initialize(m, o)\namp.initialize(m, o)\napex.amp.scale_loss(l, o)\n")
-    assert [row for row, _ in found("AMP104", src)] == [6, 8]  # row 7 uses the optional `amp`
-    assert found("AMP104", "try:\n    import apex.amp\nexcept ImportError:\n    pass\napex.amp.initialize(m, o)\n") == []
+    # row 7 uses the optional `amp` unconditionally: apex is then the default path (issue 12)
+    assert [row for row, _ in found("AMP104", src)] == [6, 7, 8]
+    # the guarded import is then used unconditionally: apex is the default path, reported (issue 12)
+    assert [row for row, _ in found("AMP104", "try:\n    import apex.amp\nexcept ImportError:\n    pass\napex.amp.initialize(m, o)\n")] == [5]

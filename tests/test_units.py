@@ -114,8 +114,8 @@ def test_select_prefixes_exact_codes_and_all():
     assert "AMP203" not in _enabled(select=("AMP2",))
     assert _enabled(select=("AMP203",)) == {"AMP203"}
     assert _enabled(select=("AMP301",)) == {"AMP301"}
-    assert _enabled(select=("AMP3",)) == set()
-    assert _enabled(select=("ALL",)) == _enabled()
+    assert _enabled(select=("AMP3",)) == {"AMP302"}  # AMP301 is preview: a prefix does not switch it on
+    assert _enabled(select=("ALL",)) == _enabled() | {"AMP203"}  # ALL means all, opt-in included (not preview)
     assert _enabled(select=("AMP001",), extend_select=("AMP203",)) == {"AMP001", "AMP203"}
     assert _enabled(select=("AMP001",), extend_select=("AMP10",)) == {"AMP001", "AMP101", "AMP102", "AMP103", "AMP104"}
     assert _enabled(select=("AMP001", "amp004 ")) == {"AMP001", "AMP004"}  # every selector counts
