@@ -288,7 +288,7 @@ class _Apply(cst.CSTTransformer):
 
     def leave_Module(self, original, updated):
         body, carry = self._carry(updated.body)
-        if body is not None and (carry or len(body) != len(updated.body)):
+        if carry or len(body) != len(updated.body):
             return updated.with_changes(body=body, footer=[*carry, *updated.footer])
         return updated
 

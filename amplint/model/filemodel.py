@@ -143,18 +143,7 @@ class FileModel:
         name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
         if not WRAPPER_NAME.search(name or ""):
             return None, None
-        q = qualify(call.func, func.scopes())
-        cls = None
-        if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name):
-            g = func
-            while g is not None:
-                if g.self_name == call.func.value.id and g.cls is not None:
-                    q, cls = "self." + call.func.attr, g.cls.qualname
-                    break
-                g = g.parent
-        if not q or q.startswith("torch."):
-            return None, None
-        hit = self.index.resolve(self.path, q, cls)
+        hit = self._resolve_in_project(call.func, qualify(call.func, func.scopes()), func)
         if hit is None:
             return None, None
         facts = self.index.facts(*hit)
@@ -163,11 +152,20 @@ class FileModel:
     def project_callee(self, call: CallSite):
         """``(path, FuncSummary, Facts)`` of the project function ``call`` calls (same file or
         another module of the project), or None when it does not resolve (unknown)."""
-        q = call.qualname
-        cls = None
         callee = call.callee
+        if isinstance(callee, ast.Name) and call.qualname == callee.id and not self._may_be_own_function(callee.id, call.func):
+            return None
+        hit = self._resolve_in_project(callee, call.qualname, call.func)
+        if hit is None:
+            return None
+        return hit[0], hit[1], self.index.facts(*hit)
+
+    def _resolve_in_project(self, callee: ast.expr, q: str | None, func):
+        """The project function a callee expression (qualified as ``q``) denotes: a method of
+        this class for ``self.m``, else what the import-qualified name resolves to."""
+        cls = None
         if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
-            g = call.func
+            g = func
             while g is not None:
                 if g.self_name == callee.value.id and g.cls is not None:
                     q, cls = "self." + callee.attr, g.cls.qualname
@@ -175,12 +173,7 @@ class FileModel:
                 g = g.parent
         if not q or q.startswith("torch."):
             return None
-        if isinstance(callee, ast.Name) and q == callee.id and not self._may_be_own_function(callee.id, call.func):
-            return None
-        hit = self.index.resolve(self.path, q, cls)
-        if hit is None:
-            return None
-        return hit[0], hit[1], self.index.facts(*hit)
+        return self.index.resolve(self.path, q, cls)
 
     def _may_be_own_function(self, name: str, func) -> bool:
         """Can the bare, unimported ``name`` be a function defined in this file? Not a local
