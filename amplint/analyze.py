@@ -23,10 +23,26 @@ BUG_HINT = "this is a bug in amplint; please report it with the file that trigge
 # of the process pool); part of ``Settings.fingerprint`` so the cache follows it.
 TARGET_TORCH_VERSION: str | None = None
 
+# The codes whose rules run (the run's enabled selection, so that rules nobody asked for, the
+# preview framework rules among them, cost nothing); None: every rule. Part of the cache key.
+RULE_CODES: frozenset[str] | None = None
 
-def configure(target_torch_version: str | None) -> None:
-    global TARGET_TORCH_VERSION
+
+def configure(target_torch_version: str | None, rule_codes=None) -> None:
+    global TARGET_TORCH_VERSION, RULE_CODES
+    from amplint import screen
+
     TARGET_TORCH_VERSION = target_torch_version
+    RULE_CODES = None if rule_codes is None else frozenset(rule_codes)
+    screen.FRAMEWORKS = RULE_CODES is None or any(c.startswith("AMP4") for c in RULE_CODES)
+
+
+def _configured_rules():
+    from amplint.rules import ALL_RULES
+
+    if RULE_CODES is None:
+        return ALL_RULES
+    return {c: r for c, r in ALL_RULES.items() if c in RULE_CODES}
 
 
 def analyze_text(text: str, path: str, rules=None, index=None) -> FileResult:
@@ -45,27 +61,32 @@ def analyze_text(text: str, path: str, rules=None, index=None) -> FileResult:
 
 def _analyze(text: str, path: str, rules, result: FileResult, index) -> FileResult:
     from amplint.model.summary import summarise
-    from amplint.rules import ALL_RULES
 
     try:
         masked = MASK and parse_masked(text, path)
-        tree = masked or parse(text, path)
+        tree, dropped = masked or (parse(text, path), frozenset())
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         result.errors.append(syntax_error(exc))
         return result
     try:
+        result.summary = summarise(tree, source=text, dropped=dropped)
+        if index is None:  # the file is its own project: its index holds the summary just made
+            import os
+
+            from amplint.model.index import ProjectIndex
+
+            index = ProjectIndex([os.path.dirname(os.path.abspath(path))], [path], {path: result.summary})
         model = build_model(text, tree, path, index)
         model.masked = bool(masked)
         if TARGET_TORCH_VERSION is not None:
             model.target_torch_version = TARGET_TORCH_VERSION
-        result.summary = summarise(tree, complete=not masked, source=text)
     except RecursionError:
         result.errors.append(FileError("E999", "too deeply nested to analyse (recursion limit)"))
         return result
     except Exception as exc:  # an internal error: contain it to this file
         result.errors.append(_internal("model", exc))
         return result
-    for rule in (rules or ALL_RULES).values():
+    for rule in (rules if rules is not None else _configured_rules()).values():
         try:
             for d in rule.check(model):
                 result.diagnostics.append(d._replace(path=path))

@@ -23,7 +23,7 @@ import bisect
 import re
 
 from amplint.diagnostics import FileError
-from amplint.tokens import RELEVANT, RELEVANT_WITH_SCALER, match_rows
+from amplint.tokens import RELEVANT, RELEVANT_WITH_SCALER, SUMMARY_TOKENS, match_rows
 
 MIN_LINES = 200  # below this a parse is cheap anyway
 
@@ -31,16 +31,20 @@ _DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]")
 _SCALER_NAME = re.compile(r"[ \t]*(?:self\.)?([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*[\w.]*GradScaler\s*\(")
 _ALIAS = re.compile(r"=\s*[\w.]*GradScaler\s*$", re.M)
 _NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
+_CLASS = re.compile(r"class[ \t]+([A-Za-z_]\w*)")
 
 
 class Masked:
-    """The masked text and the rows (1-based) where kept definitions start."""
+    """The masked text, the rows (1-based) where kept definitions start, and the names of
+    the top-level definitions blanked out (none of them holds a token of the loop model or
+    of the project summary, so the summary knows they do nothing it records)."""
 
-    __slots__ = ("text", "kept_defs")
+    __slots__ = ("text", "kept_defs", "dropped")
 
-    def __init__(self, text: str, kept_defs: list[int]):
+    def __init__(self, text: str, kept_defs: list[int], dropped: frozenset[str] = frozenset()):
         self.text = text
         self.kept_defs = kept_defs
+        self.dropped = dropped
 
 
 def masked_source(text: str, force: bool = False) -> Masked | None:
@@ -62,9 +66,10 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
         if m is not None and not pattern.search(m.group(1)):
             extra.add(m.group(1))
         pos = text.find("GradScaler", pos + 10)
+    more = match_rows(text, SUMMARY_TOKENS)  # what the project summary records is kept too
     if extra:
-        more = match_rows(text, re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(extra))) + r")\b"))
-        rows = sorted(set(rows) | set(more))
+        more += match_rows(text, re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(extra))) + r")\b"))
+    rows = sorted(set(rows) | set(more))
     chunks: list[tuple[int, int, int, str | None, bool]] = []  # start, def row, end, name, relevant
     i = 0
     while i < n:
@@ -87,7 +92,7 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
             k += 1
         # rows are 1-based; the chunk is lines[start:k] = rows start+1 .. k
         p = bisect.bisect_left(rows, start + 1)
-        name = _NAME.match(lines[j])
+        name = _NAME.match(lines[j]) or _CLASS.match(lines[j])
         chunks.append((start, j, k, name.group(1) if name else None, p < len(rows) and rows[p] <= k))
         i = k
     if all(c[4] for c in chunks):
@@ -111,11 +116,15 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
     if not masked_rows:
         return None
     out = [("" if x in masked_rows else line) for x, line in enumerate(lines)]
-    return Masked("\n".join(out), [j + 1 for _s, j, _k, _n, rel in chunks if rel])
+    dropped = frozenset(n for _s, _j, _k, n, rel in chunks if not rel and n)
+    if any(n is None for _s, _j, _k, n, rel in chunks if not rel):
+        dropped = frozenset()  # a definition whose name the line scan missed: know nothing
+    return Masked("\n".join(out), [j + 1 for _s, j, _k, _n, rel in chunks if rel], dropped)
 
 
-def parse_masked(text: str, filename: str, force: bool = False) -> ast.Module | None:
-    """The tree of the masked text, or None when the full text must be parsed instead."""
+def parse_masked(text: str, filename: str, force: bool = False) -> tuple[ast.Module, frozenset[str]] | None:
+    """The tree of the masked text and the names of the definitions blanked out, or None
+    when the full text must be parsed instead."""
     m = masked_source(text, force)
     if m is None:
         return None
@@ -130,7 +139,7 @@ def parse_masked(text: str, filename: str, force: bool = False) -> ast.Module | 
     }
     if any(r not in starts for r in m.kept_defs):
         return None
-    return tree
+    return tree, m.dropped
 
 
 def syntax_error(exc: BaseException) -> FileError:

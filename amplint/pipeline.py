@@ -85,6 +85,21 @@ class Options:
 
 
 def run_check(opts: Options) -> int:
+    try:
+        return _run_check(opts)
+    finally:
+        _reset_engine()
+
+
+def _reset_engine() -> None:
+    """The engine's configuration (rule selection, target version) lasts one run: a caller in
+    the same process (an editor, a test) gets every rule again. Never imports the engine."""
+    engine = sys.modules.get("amplint.analyze")
+    if engine is not None:
+        engine.configure(None, None)
+
+
+def _run_check(opts: Options) -> int:
     # settings: [tool.amplint] + flags; a bad configuration is a usage error (exit 2)
     try:
         settings = resolve(opts)
@@ -98,7 +113,7 @@ def run_check(opts: Options) -> int:
         return 2
     filt = Filter(settings, enabled)
     if list(opts.paths) == ["-"]:
-        _configure_engine(settings)
+        _configure_engine(settings, enabled)
         return _run_stdin(opts, settings, filt)
 
     # discover
@@ -110,7 +125,7 @@ def run_check(opts: Options) -> int:
         return 0
 
     # analyse every file (screen, parse, model, rules), cached by content
-    results = _analyse(found.files, opts, settings)
+    results = _analyse(found.files, opts, settings, enabled)
     for f, r in zip(found.files, results):  # as named or walked, cached or not: shown as ruff does
         r.path = display_path(f)
     results += [FileResult(display_path(p), errors=[FileError("E902", "No such file or directory")]) for p in found.missing]
@@ -121,7 +136,7 @@ def run_check(opts: Options) -> int:
     if opts.fix or opts.diff or opts.add_noqa:
         from amplint.fix.files import fix_files
 
-        _configure_engine(settings)
+        _configure_engine(settings, enabled)
         results, fixed_total, diffs, write_failures = fix_files(results, opts, filt, text_cache)
         if opts.add_noqa:  # ruff's wording and exit status; nothing else is reported
             echo(f"Added {fixed_total} noqa directive{'s' if fixed_total != 1 else ''}.", err=True)
@@ -164,13 +179,14 @@ def run_check(opts: Options) -> int:
     return 1 if messages else 0
 
 
-def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileResult]:
+def _analyse(files: list[str], opts: Options, settings: Settings, enabled: set[str]) -> list[FileResult]:
     cache = None
     if not opts.no_cache:
         from amplint.cache import Cache
 
         cache_dir = settings.cache_dir or os.path.join(settings.root, ".amplint_cache")
-        cache = Cache(cache_dir, settings.root, settings.fingerprint())
+        # the raw findings cached are those of the rules that ran: the selection is in the key
+        cache = Cache(cache_dir, settings.root, f"{settings.fingerprint()};rules={','.join(sorted(enabled))}")
     from amplint.runner import DEFAULT_PER_FILE_TIMEOUT, run
 
     timeout = DEFAULT_PER_FILE_TIMEOUT if opts.per_file_timeout is None else opts.per_file_timeout
@@ -178,16 +194,18 @@ def _analyse(files: list[str], opts: Options, settings: Settings) -> list[FileRe
     # phase 1 on the files to report and, when only some were given (pre-commit, an editor, a
     # sub-folder), on the rest of the project too: the index covers the project either way
     others = _rest_of_project(paths, files, settings)
-    results = run(files + others, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version)
-    return project_pass(results[: len(files)], results[len(files):], paths, settings)
+    results = run(files + others, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version,
+                  rule_codes=enabled)
+    return project_pass(results[: len(files)], results[len(files):], paths, settings, enabled)
 
 
-def _configure_engine(settings: Settings) -> None:
+def _configure_engine(settings: Settings, enabled: set[str] | None) -> None:
     """The analysis engine loads only when something is analysed (the runner configures it
-    then; a warm-cache run loads none of it); fixing, stdin and project mode analyse here."""
+    then; a warm-cache run loads none of it); fixing, stdin and project mode analyse here.
+    Only the ``enabled`` rules run (None: all)."""
     from amplint import analyze
 
-    analyze.configure(settings.target_torch_version)
+    analyze.configure(settings.target_torch_version, enabled)
 
 
 def _rest_of_project(paths: list[str], files: list[str], settings: Settings) -> list[str]:
@@ -200,7 +218,8 @@ def _rest_of_project(paths: list[str], files: list[str], settings: Settings) -> 
     return [f for f in discover([root], settings, suffixes=(".py",)).files if os.path.abspath(f) not in have]
 
 
-def project_pass(results: list[FileResult], others: list[FileResult], paths: list[str], settings: Settings) -> list[FileResult]:
+def project_pass(results: list[FileResult], others: list[FileResult], paths: list[str], settings: Settings,
+                 enabled: set[str] | None = None) -> list[FileResult]:
     """Phases 2 and 3 of project mode: index the project (module names of every file under the
     source roots, the summaries phase 1 made, other files summarised on demand) and
     re-analyse, with the index, the files to report that call into other modules of the
@@ -217,10 +236,10 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     out = []
     for r in results:
         if r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py"):
-            _configure_engine(settings)
+            _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
         elif r.summary is not None and not r.errors and _calls_out(index, r):
-            _configure_engine(settings)
+            _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))
         else:
             out.append(r)

@@ -114,9 +114,10 @@ def _isolated(items, timeout, ctx) -> list:
 
 
 def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout: float | None = DEFAULT_PER_FILE_TIMEOUT,
-        target_torch_version: str | None = None) -> list[FileResult]:
-    """Every file's result, in order. ``target_torch_version``: configure the engine with it
-    before analysing anything (not at all when every file is a cache hit)."""
+        target_torch_version: str | None = None, rule_codes=None) -> list[FileResult]:
+    """Every file's result, in order. ``target_torch_version`` and ``rule_codes`` (the rules
+    to run; None: all): configure the engine with them before analysing anything (not at all
+    when every file is a cache hit)."""
     results: dict[str, FileResult] = {}
     todo: list[tuple[str, str | None]] = []
     for p in files:
@@ -133,10 +134,10 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
             todo.append((p, cache.digest_of(p)))
         else:
             todo.append((p, None))
-    if todo and target_torch_version is not None:
+    if todo and (target_torch_version is not None or rule_codes is not None):
         from amplint import analyze
 
-        analyze.configure(target_torch_version)
+        analyze.configure(target_torch_version, rule_codes)
     jobs = jobs or os.cpu_count() or 1
     if len(todo) < SERIAL_BELOW or jobs == 1:
         outs = [_work_safe(p, d, timeout, cache is not None) for p, d in todo]
@@ -151,7 +152,7 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
         n = max(1, min(64, len(todo) // (jobs * 8)))
         chunks = [todo[i : i + n] for i in range(0, len(todo), n)]
         with ProcessPoolExecutor(
-            max_workers=jobs, mp_context=ctx, initializer=engine.configure, initargs=(engine.TARGET_TORCH_VERSION,)
+            max_workers=jobs, mp_context=ctx, initializer=engine.configure, initargs=(engine.TARGET_TORCH_VERSION, engine.RULE_CODES)
         ) as pool:
             futures = [pool.submit(_work_chunk, chunk, timeout, cache is not None) for chunk in chunks]
             outs, lost = [], []

@@ -47,15 +47,21 @@ _AUTOCAST_NO_DEVICE = re.compile(rb"autocast\(\s*(?:\)|(?!device_type\b)[A-Za-z_
 
 _FRAMEWORK_FP16 = (b"ccelerat", b"TrainingArguments", b"deepspeed")
 
+# Whether a framework rule (AMP4xx) runs: the framework tokens let a file through only then
+# (in a Lightning or DeepSpeed checkout they alone pass most files). Set by
+# ``amplint.analyze.configure`` from the run's rule selection.
+FRAMEWORKS = True
+
 
 def may_contain_amp(data: bytes) -> bool:
     for tok in _STRONG:
         if tok in data:
             return True
-    if b"fp16" in data and any(tok in data for tok in _FRAMEWORK_FP16):
-        return True
-    if b"lightning" in data and b"16" in data:
-        return True
+    if FRAMEWORKS:
+        if b"fp16" in data and any(tok in data for tok in _FRAMEWORK_FP16):
+            return True
+        if b"lightning" in data and b"16" in data:
+            return True
     if b"apex" in data and _AMP_WORD.search(data) is not None:
         return True
     has_autocast = b"autocast" in data

@@ -12,6 +12,10 @@ RELEVANT_WITH_SCALER = re.compile(
     r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd|half\(|float16|state_dict"
 )
 
+# A function whose text holds none of these cannot do anything a project summary records
+# (amplint.model.summary): scaler calls, backward, checkpoints, autocast wrappers.
+SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict")
+
 
 def match_rows(source: str, pattern: re.Pattern) -> list[int]:
     """The rows (counted at \\n) that hold a match of ``pattern``."""

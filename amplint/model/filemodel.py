@@ -173,7 +173,22 @@ class FileModel:
                 g = g.parent
         if not q or q.startswith("torch."):
             return None
-        return self.index.resolve(self.path, q, cls)
+        hit = self.index.resolve(self.path, q, cls)
+        if hit is None and cls is None and isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+            made = self._instance_class(callee.value, func)  # saver = Saver(...); saver.save_model(...)
+            if made is not None:
+                hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
+        return hit
+
+    def _instance_class(self, name: ast.Name, func) -> str | None:
+        """The qualified name of the call that made ``name`` when it is assigned exactly once,
+        from a call (``saver = Saver(args)``): the class whose methods ``name.m()`` runs."""
+        key = self.key_of_expr(name, func)
+        made = self.assigns.get(key, ()) if key is not None else ()
+        if len(made) != 1 or not isinstance(made[0].value, ast.Call):
+            return None
+        q = qualify(made[0].value.func, made[0].func.scopes()) if made[0].func is not None else None
+        return q if q and not q.startswith("torch.") else None
 
     def _may_be_own_function(self, name: str, func) -> bool:
         """Can the bare, unimported ``name`` be a function defined in this file? Not a local

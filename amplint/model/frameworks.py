@@ -404,11 +404,14 @@ class Facts:
 
     def fp16_branch(self, framework: str) -> bool:
         """Does the file branch on fp16 explicitly (``accelerator.mixed_precision == "fp16"``,
-        ``if args.fp16:``, ``trainer.precision == "16-mixed"``)?"""
+        ``if args.fp16:``, ``trainer.precision == "16-mixed"``, a ``--mixed_precision``
+        option whose ``choices`` list ``"fp16"``)?"""
         if framework in self._fp16_branch:
             return self._fp16_branch[framework]
         found = False
-        for n in self.nodes(ast.Compare, ast.If, ast.IfExp):
+        if framework == "accelerate":  # `--mixed_precision` offers fp16: the user may pick it
+            found = any(_offers_fp16(n) for n in self.nodes(ast.Call))
+        for n in () if found else self.nodes(ast.Compare, ast.If, ast.IfExp):
             if framework == "accelerate" and isinstance(n, ast.Compare):
                 names = {_last(x) for x in [n.left, *n.comparators]}
                 consts = {x.value for x in [n.left, *n.comparators] if isinstance(x, ast.Constant)}
@@ -810,3 +813,14 @@ def grad_norm_read(site: Site) -> bool:
     if isinstance(r, ast.Attribute) and r.attr == "data":
         r = r.value
     return isinstance(r, ast.Attribute) and r.attr == "grad"
+
+
+def _offers_fp16(n: ast.Call) -> bool:
+    """``parser.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"])``."""
+    if not (isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"):
+        return False
+    if not any(isinstance(a, ast.Constant) and isinstance(a.value, str) and "mixed_precision" in a.value.replace("-", "_") for a in n.args):
+        return False
+    choices = next((k.value for k in n.keywords if k.arg == "choices"), None)
+    return isinstance(choices, (ast.List, ast.Tuple, ast.Set)) and any(
+        isinstance(c, ast.Constant) and c.value == "fp16" for c in choices.elts)

@@ -3,9 +3,10 @@ calls a function makes (absolute imports against the project's source roots, rel
 imports, ``__init__`` re-exports, methods of the same class) and composes the per-function
 summaries of phase 1 bottom-up through the call graph (bounded depth, recursion-safe).
 
-What does not resolve stays unknown, and unknown never produces a finding. A file whose
-summary is missing or incomplete (screened out, or parsed masked) is summarised on demand,
-from a full parse, the first time a resolved call needs one of its functions.
+What does not resolve stays unknown, and unknown never produces a finding. Phase 1's
+summaries are complete (a masked parse keeps every definition a summary records and names
+the ones it blanked out); a file phase 1 did not summarise (the byte screen dropped it) is
+summarised on demand the first time a resolved call needs one of its functions.
 """
 
 from __future__ import annotations
@@ -73,14 +74,16 @@ class ProjectIndex:
         self.reads: set[str] = set()  # files whose summaries a query used (for cache keys)
 
     # ------------------------------------------------------------------ summaries
-    def summary(self, path: str, need: str | None = None) -> FileSummary | None:
+    def summary(self, path: str) -> FileSummary | None:
+        """Phase 1's summary of ``path``; a file phase 1 did not summarise (the byte screen
+        dropped it: a checkpoint helper holds no AMP token) is summarised here, once."""
         ap = os.path.abspath(path)
         s = self._summaries.get(ap)
-        if s is not None and (s.complete or (need is not None and need in s.functions)):
+        if s is not None:
             return s
         if ap not in self._full:
             self._full[ap] = self._summarise_file(ap)
-        return self._full[ap] or s
+        return self._full[ap]
 
     def _summarise_file(self, ap: str) -> FileSummary | None:
         text = self._texts.get(ap)
@@ -91,11 +94,13 @@ class ProjectIndex:
                 text = read_source(ap).text
             except SourceError:
                 return None
+        from amplint.parse import parse_masked
+
         try:
-            tree = ast.parse(text)
+            tree, dropped = parse_masked(text, ap) or (ast.parse(text), frozenset())
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
-        return summarise(tree, source=text)
+        return summarise(tree, source=text, dropped=dropped)
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
@@ -146,11 +151,11 @@ class ProjectIndex:
         return None
 
     def _lookup(self, ap: str, qual: str) -> tuple[str, FuncSummary] | None:
-        s = self.summary(ap, need=qual)
+        s = self.summary(ap)
         if s is None:
             return None
         self.reads.add(ap)
-        f = s.functions.get(qual)
+        f = s.function(qual)
         return (ap, f) if f is not None else None
 
     def _absolute(self, ap: str, rel: str) -> str | None:

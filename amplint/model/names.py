@@ -143,3 +143,20 @@ def canonical(qualname: str | None) -> str | None:
     if qualname in CLIP_FUNCS:
         return "clip"
     return qualname
+
+
+def literal_dict(node: ast.AST | None) -> ast.Dict | None:
+    """``{...}`` as is, or ``dict(k=v, ...)`` (keywords only) as the equivalent ``ast.Dict``
+    (made once per call node, placed at the call, so its text and identity are stable)."""
+    if isinstance(node, ast.Dict):
+        return node
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict") or node.args:
+        return None
+    if any(kw.arg is None for kw in node.keywords):
+        return None
+    made = getattr(node, "_amplint_dict", None)
+    if made is None:
+        made = ast.Dict(keys=[ast.Constant(kw.arg) for kw in node.keywords], values=[kw.value for kw in node.keywords])
+        ast.copy_location(made, node)
+        node._amplint_dict = made
+    return made

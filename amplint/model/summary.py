@@ -7,7 +7,7 @@ Per function (module-level functions and methods, by qualified name ``f`` / ``Cl
 * ``params``: the parameter names (without ``self``), ``varkw``: it takes ``**kwargs``;
 * ``scaler_ops``: per parameter (or ``self.<attr>``), the GradScaler calls made on it
   (``scale``, ``unscale``, ``step``, ``update``, ``update_value`` for ``update(new_scale)``,
-  ``state_dict``);
+  ``state_dict``, ``load`` for ``load_state_dict``);
 * ``backward``: it calls ``.backward(...)`` itself (``loss.backward()``, a scaled backward,
   ``accelerator.backward``);
 * ``saves``: the checkpoints it writes with ``torch.save``: a parameter saved as it is
@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 
-from amplint.model.names import add_import, canonical, qualify
-from amplint.tokens import match_rows
+from amplint.model.names import add_import, canonical, dotted, literal_dict, qualify
+from amplint.tokens import SUMMARY_TOKENS, match_rows
 
-_SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict"}
+_SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict", "load_state_dict"}
 _OPTIMIZER_WORDS = ("optim", "opt")
 
 
@@ -128,36 +127,39 @@ class FuncSummary:
 class FileSummary:
     """The summaries of one file's functions and its import bindings (local name ->
     qualified name), which the project index uses to resolve names re-exported through it.
-    ``complete`` is False when the file was parsed masked (definitions without AMP tokens are
-    not in it): the index then summarises the full file on demand."""
+    ``inert``: the top-level functions and classes the parser blanked out (amplint.parse): none
+    holds a summary token, so each of them, and every method of such a class, does nothing a
+    summary records; ``function`` answers for them with an empty summary."""
 
-    __slots__ = ("functions", "imports", "complete")
+    __slots__ = ("functions", "imports", "inert")
 
-    def __init__(self, functions=None, imports=None, complete=True):
+    def __init__(self, functions=None, imports=None, inert=frozenset()):
         self.functions: dict[str, FuncSummary] = {} if functions is None else functions
         self.imports: dict[str, str] = {} if imports is None else imports
-        self.complete = complete
+        self.inert = inert
 
     def __getstate__(self):
-        return (self.functions, self.imports, self.complete)
+        return (self.functions, self.imports, self.inert)
 
     def __setstate__(self, state):
-        self.functions, self.imports, self.complete = state
+        self.functions, self.imports, self.inert = state
 
     def __repr__(self) -> str:
-        return f"FileSummary({sorted(self.functions)}, complete={self.complete})"
+        return f"FileSummary({sorted(self.functions)}, inert={len(self.inert)})"
+
+    def function(self, qual: str) -> FuncSummary | None:
+        f = self.functions.get(qual)
+        if f is None and qual.split(".", 1)[0] in self.inert:
+            cls = qual.rsplit(".", 1)[0] if "." in qual else None
+            f = FuncSummary(qual, (), varkw=True, cls=cls)  # parameters unknown: it records nothing
+        return f
 
 
-# A function whose text holds none of these cannot do anything a summary records (speed: most
-# functions of a file that passed the screen are model or data code).
-SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict")
-
-
-def summarise(tree: ast.Module, complete: bool = True, source: str | None = None) -> FileSummary:
+def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[str] = frozenset()) -> FileSummary:
     scope: dict[str, str] = {}
     for s in _top_imports(tree.body):
         add_import(scope, s)
-    out = FileSummary(imports=dict(scope), complete=complete)
+    out = FileSummary(imports=dict(scope), inert=dropped)
     rows = match_rows(source, SUMMARY_TOKENS) if source is not None else None
     for node, qual, cls in _functions(tree.body, "", None):
         if rows is not None and not _holds_row(rows, node):
@@ -264,6 +266,8 @@ class _Summariser:
         self.defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
         if self.node is None:
             self.node = node
+        self.nested: dict[str, FuncSummary] = {}  # helpers defined in the body, inlined where called
+        self.instances: dict[str, str | None] = {}  # local -> qualified call that made it (None: assigned twice)
         self.dicts: dict[str, list[ast.expr]] = {}  # local name -> values put into it
         self.escaped: set[str] = set()  # dicts handed to other code before a save (it may add the scaler)
 
@@ -287,7 +291,10 @@ class _Summariser:
             self.stmt(st, in_ac)
 
     def stmt(self, st, in_ac) -> None:
-        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.nested[st.name] = _Summariser(st, f"{self.s.qualname}.{st.name}", None, self.scope).run()
+            return
+        if isinstance(st, ast.ClassDef):
             return
         if isinstance(st, (ast.Import, ast.ImportFrom)):
             add_import(self.scope, st)
@@ -309,8 +316,14 @@ class _Summariser:
             self._returns(st.value)
         if isinstance(st, ast.Assign) and len(st.targets) == 1:
             t = st.targets[0]
-            if isinstance(t, ast.Name) and isinstance(st.value, ast.Dict):
-                self.dicts[t.id] = list(st.value.values)
+            if isinstance(t, ast.Name):  # a local made once by a call: its class, for its methods
+                q = qualify(st.value.func, [self.scope]) if isinstance(st.value, ast.Call) else None
+                if t.id in self.instances or t.id in self.params or not q or q.startswith("torch."):
+                    self.instances[t.id] = None
+                else:
+                    self.instances[t.id] = q
+            if isinstance(t, ast.Name) and literal_dict(st.value) is not None:
+                self.dicts[t.id] = list(literal_dict(st.value).values)
             elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in self.dicts:
                 self.dicts[t.value.id].append(st.value)
         for child in ast.iter_child_nodes(st):
@@ -343,7 +356,7 @@ class _Summariser:
             if isinstance(func, ast.Attribute):
                 r = self.ref(func.value)
                 if r is not None and func.attr in _SCALER_METHODS:
-                    op = {"unscale_": "unscale"}.get(func.attr, func.attr)
+                    op = {"unscale_": "unscale", "load_state_dict": "load"}.get(func.attr, func.attr)
                     if op == "update" and (n.args or n.keywords):
                         op = "update_value"
                     self.s.scaler_ops.setdefault(r, set()).add(op)
@@ -362,25 +375,43 @@ class _Summariser:
                 self.escaped.update(handed)  # what the callee did to the dict is not known here
 
     def _call(self, n, func, q, in_ac) -> None:
+        if isinstance(func, ast.Name) and func.id in self.nested:
+            self._inline(n, self.nested[func.id])
+            return
         callee = q
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
             callee = "self." + func.attr
         if callee is None or callee.startswith("torch."):
             return
-        written = ast.unparse(func) if isinstance(func, (ast.Name, ast.Attribute)) else ""
-        head = written.split(".", 1)[0]
-        if "." in written and not callee.startswith("self.") and head not in self.scope:
-            return  # a method of a local object: nothing the index can resolve
+        parts = dotted(func) or ()
+        if len(parts) > 1 and not callee.startswith("self.") and parts[0] not in self.scope:
+            made = self.instances.get(parts[0]) if len(parts) == 2 else None
+            if made is None:
+                return  # a method of a local object: nothing the index can resolve
+            callee = f"{made}.{parts[1]}"  # saver = Saver(args); saver.save_model(...)
         fw, dicts = [], []
         for pos, a in [*enumerate(n.args), *((kw.arg, kw.value) for kw in n.keywords if kw.arg)]:
             r = self.ref(a)
             if r is not None:
                 fw.append((pos, r))
-            elif isinstance(a, ast.Dict) or (isinstance(a, ast.Name) and a.id in self.dicts):
+            elif literal_dict(a) is not None or (isinstance(a, ast.Name) and a.id in self.dicts):
                 fact = self._dict_fact(a, n.lineno)  # a checkpoint dict handed to a helper
                 if fact is not None:
                     dicts.append((pos, fact))
         self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts))
+
+    def _inline(self, n, inner: FuncSummary) -> None:
+        """A call of a helper defined in this function: what it does to the arguments it is
+        given, it does to this function's parameters."""
+        self.s.backward = self.s.backward or inner.backward
+        for pos, a in [*enumerate(n.args), *((kw.arg, kw.value) for kw in n.keywords if kw.arg)]:
+            r, p = self.ref(a), inner.param_at(pos)
+            if r is None or p is None:
+                continue
+            if p in inner.scaler_ops:
+                self.s.scaler_ops.setdefault(r, set()).update(inner.scaler_ops[p])
+            if any(sv.param == p for sv in inner.saves) and not r.startswith("self."):
+                self.s.saves.append(SaveFact(param=r, line=n.lineno))
 
     def _save(self, arg, line) -> None:
         r = self.ref(arg)
@@ -393,8 +424,8 @@ class _Summariser:
 
     def _dict_fact(self, arg, line) -> SaveFact | None:
         values: list[ast.expr] = []
-        if isinstance(arg, ast.Dict):
-            values = list(arg.values)
+        if literal_dict(arg) is not None:
+            values = list(literal_dict(arg).values)
         elif isinstance(arg, ast.Name) and arg.id in self.dicts:
             if arg.id in self.escaped:
                 return None  # other code saw the dict first: whether it adds the scaler is unknown
