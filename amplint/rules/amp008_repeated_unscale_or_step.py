@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import ast
+import re
+
+from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import between, same_iteration, scaler_text
 
@@ -22,6 +26,18 @@ The scaler keeps per-optimizer state until `update()`. torch raises:
 
 `unscale_` followed by `step` is the documented order and is not reported, nor are calls
 in exclusive branches or on different optimizers of a loop over the optimizers.
+
+With gradient accumulation the repeat comes from the next iteration: an `unscale_` (or
+`step`) that runs on every micro-batch while `update()` runs only under the accumulation test
+(`if (i + 1) % accum_steps == 0:`) raises on the second micro-batch (measured with torch
+2.13: `unscale_` each micro-batch, `step`/`update` every 4 raises at micro-batch 2). This is
+reported when every `update()` of the loop is under a test with `%` or a name holding
+`accum` that does not enclose the `unscale_`/`step`, and nothing else in the loop (a call
+that receives the scaler, an unknown method of the same object) may update it.
+
+## Fix safety
+No fix is offered: moving the call under the accumulation test changes what the clip sees
+on the other micro-batches, which only the author can decide.
 
 ## Example
 ```python
@@ -92,6 +108,44 @@ for x in loader:
     scaler.step(opt)
     scaler.update()
 """,
+        # accumulation: unscale_, step and update all under the accumulation test
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / accum).backward()
+    if (i + 1) % accum == 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+""",
+        # accumulation: the unscale_ is under its own accumulation test (unknown: silent)
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / accum).backward()
+    if (i + 1) % log_every == 0:
+        scaler.unscale_(optimizer)
+        log(grad_norm(model))
+    if (i + 1) % accum == 0:
+        scaler.step(optimizer)
+        scaler.update()
+""",
+        # accumulation: a helper that receives the scaler may update it
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x) / accum).backward()
+    scaler.unscale_(optimizer)
+    finish_micro_batch(scaler, optimizer)
+    if (i + 1) % accum == 0:
+        scaler.step(optimizer)
+        scaler.update()
+""",
     ]
     invalid = [
         Invalid(
@@ -123,9 +177,43 @@ class T:
 """,
             count=2,
         ),
+        # the Swin-Transformer SimMIM shape: unscale_ every micro-batch, step/update every N
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for idx, x in enumerate(loader):
+    scaler.scale(model(x) / accum_steps).backward()
+    if clip_grad:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+    if (idx + 1) % accum_steps == 0:
+        scaler.step(optimizer)
+        optimizer.zero_grad()
+        scaler.update()
+""",
+        ),
+        # step on every micro-batch, update every N
+        Invalid(
+            """
+import torch
+def fit(model, loader, opt, grad_accum):
+    scaler = torch.amp.GradScaler("cuda")
+    for i, x in enumerate(loader, 1):
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        if i % grad_accum == 0:
+            opt.zero_grad()
+            scaler.update()
+""",
+        ),
     ]
 
     def check(self, model):
+        yield from self._pairs(model)
+        yield from self._carried(model)
+
+    def _pairs(self, model):
         for f in model.funcs:
             calls = [e for e in f.events if e.kind in ("unscale", "step") and e.optimizer]
             if len(calls) < 2:
@@ -160,6 +248,67 @@ class T:
                     )
                     break
 
+    def _carried(self, model):
+        """An unscale_/step on every micro-batch, update() only under the accumulation test:
+        the repeat comes from the next iteration of the loop."""
+        for f in model.funcs:
+            tests = None
+            for e in f.events:
+                if e.kind not in ("unscale", "step") or not e.optimizer or e.scaler is None:
+                    continue
+                loop = model.iteration_loop(e)
+                if tests is None:
+                    ifs = {id(n): n for n in ast.walk(f.node) if isinstance(n, ast.If)}
+                    tests = {k: n.test for k, n in ifs.items()}
+                if loop is None or not _runs_every_iteration(e, tests, loop):
+                    continue
+                updates = [u for u in f.events if u.kind == "update" and u.scaler == e.scaler and loop in u.loops]
+                if not updates or any(u.extra.get("value") for u in updates):
+                    continue
+                mine = {lit.group for lit in e.ctx.lits}
+                guards = []
+                for u in updates:
+                    if not u.co_occurs(e):
+                        continue
+                    # the update inside the accumulation `if` (an `if ...: continue` before it is AMP012's)
+                    extra = [t for lit in u.ctx.lits if lit.group not in mine and (t := tests.get(lit.group)) is not None
+                             and _boundary(t) and _encloses(ifs[lit.group], u.node)]
+                    if not extra:
+                        guards = None  # an update that runs whenever this call does
+                        break
+                    guards.append((u, extra[0]))
+                if not guards or self._may_update_in(model, f, loop, e.scaler):
+                    continue
+                st = scaler_text(model, f, e.scaler)
+                what = "unscale_" if e.kind == "unscale" else "step"
+                err = ("unscale_() has already been called on this optimizer since the last update()." if e.kind == "unscale"
+                       else "step() has already been called since the last update().")
+                u, test = guards[0]
+                yield self.diagnostic(
+                    model,
+                    e.node,
+                    f"`{st}.{what}({e.optimizer})` runs on every micro-batch but `{st}.update()` (line {u.node.lineno}) only "
+                    f"when `{_short(ast.unparse(test))}`: the next micro-batch raises \"{err}\"",
+                    None,
+                    e.stmt,
+                )
+
+    @staticmethod
+    def _may_update_in(model, f, loop, scaler) -> bool:
+        lo, hi = loop.node.lineno, loop.node.end_lineno or loop.node.lineno
+        for c in f.calls:
+            if not (lo <= c.node.lineno <= hi):
+                continue
+            callee = model.resolve_callee(c)
+            if callee is not None:
+                if model.may_update(callee, scaler) if callee.walked else model.mentions(callee, "update"):
+                    return True
+            elif any(k == scaler for _p, k in c.arg_keys):
+                return True
+            elif scaler[0] == "A" and model.calls_self_unknown(c):
+                return True
+        return False
+
     @staticmethod
     def _may_update_between(model, f, e1, e2) -> bool:
         for c in f.calls:
@@ -174,3 +323,55 @@ class T:
             elif e1.scaler[0] == "A" and model.calls_self_unknown(c):
                 return True
         return False
+
+
+
+def _encloses(node: ast.AST, inner: ast.AST) -> bool:
+    return node.lineno <= inner.lineno <= (node.end_lineno or node.lineno)
+
+
+_BOUNDARY_NAME = re.compile(r"(?i)accum|boundary|sync_grad|should_(?:step|update|sync)")
+
+
+def _boundary(test: ast.expr) -> bool:
+    """An accumulation boundary test: ``(i + 1) % accum == 0``, ``if is_accumulation_boundary``."""
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
+        return True
+    names = [".".join(d) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))]
+    return any(_BOUNDARY_NAME.search(x) for x in names) and not any(isinstance(n, ast.Compare) for n in ast.walk(test))
+
+
+def _runs_every_iteration(e, tests, loop) -> bool:
+    """Every ``if`` around ``e`` inside the loop tests something the loop never changes (a
+    config flag), so ``e`` runs on every iteration once it runs on one."""
+    inside = {id(n) for n in ast.walk(loop.node) if isinstance(n, ast.If)}
+    stored = None
+    for lit in e.ctx.lits:
+        if lit.group not in inside:
+            continue
+        test = tests.get(lit.group)
+        if test is None:
+            return False
+        if stored is None:
+            stored = _stored(loop)
+        for n in ast.walk(test):
+            if isinstance(n, (ast.Call, ast.BinOp, ast.Subscript)):
+                return False
+            if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n)) and (".".join(d) in stored or d[0] in stored):
+                return False
+    return True
+
+
+def _stored(loop) -> set[str]:
+    """Names and dotted targets the loop assigns (its targets among them)."""
+    out = set(loop.targets)
+    for n in ast.walk(loop.node):
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)) and (d := dotted(n)):
+            out.add(".".join(d))
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+    return out
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
