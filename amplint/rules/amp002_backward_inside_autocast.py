@@ -33,8 +33,10 @@ class BackwardInsideAutocast(Rule):
     docs = """
 ## What it does
 Checks for `loss.backward()` or `scaler.scale(loss).backward()` (and
-`torch.autograd.backward(...)`) inside a `torch.autocast` block that is enabled or may be
-(`enabled=` not the literal `False`).
+`torch.autograd.backward(...)`, `accelerator.backward(loss)`) inside a `torch.autocast`
+block that is enabled or may be (`enabled=` not the literal `False`), accelerate's
+`accelerator.autocast()` included (it enters `torch.autocast`), directly or through a
+project function called in the block.
 
 ## Why is this bad?
 PyTorch's AMP recipe runs only the forward pass and the loss under autocast: "backward
@@ -71,7 +73,8 @@ would run outside autocast). No fix is offered when the backward's own statement
 the forward or the loss (`scaler.scale(loss_fn(model(x), y)).backward()`: moved, the forward
 would run in fp32), when the backward is nested deeper than the block's own statements, when
 it shares its line with an earlier statement, or when the `with` enters other context
-managers too.
+managers too; nor for a framework's backward (`accelerator.backward(loss)`), whose move the
+execution oracle (torch only) cannot prove.
 """
     valid = [
         """
@@ -87,13 +90,13 @@ with torch.autocast("cuda", enabled=False):
     loss = model(x)
     loss.backward()
 """,
-        # not torch's autocast
+        # accelerate: the backward after the autocast block
         """
 from accelerate import Accelerator
-accelerator = Accelerator()
+accelerator = Accelerator(mixed_precision="fp16")
 with accelerator.autocast():
     loss = model(x)
-    accelerator.backward(loss)
+accelerator.backward(loss)
 """,
         # a project's own helper called autocast
         """
@@ -114,6 +117,18 @@ opt.step(closure)
 """,
     ]
     invalid = [
+        # accelerate's autocast is torch's (Accelerator.autocast enters torch.autocast)
+        Invalid(
+            """
+from contextlib import nullcontext
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="fp16")
+ctx = accelerator.autocast if use_amp else nullcontext
+with ctx():
+    loss = model(x)
+    accelerator.backward(loss)
+""",
+        ),
         Invalid(
             """
 import torch
@@ -188,18 +203,19 @@ with torch.autocast("cuda"):
     def check(self, model):
         yield from self._through_calls(model)
         for e in model.events():
-            if e.kind != "backward":
+            if e.kind not in ("backward", "framework_backward"):
                 continue
             regions = [a for a in e.ctx.autocasts if a.enabled != "no"]
             if not regions or e.ctx.autocasts[-1].enabled == "no":
                 continue  # outside autocast, or in an explicitly disabled inner region
             region = regions[-1]
+            what = "backward()" if e.kind == "backward" else f"{model.text(e.node.func)}()"
             yield self.diagnostic(
                 model,
                 e.node,
-                "`backward()` inside an autocast region; move it after the `with` block "
+                f"`{what}` inside an autocast region; move it after the `with` block "
                 "(run only the forward pass and the loss under autocast)",
-                self._fix(model, e, region),
+                self._fix(model, e, region) if e.kind == "backward" else None,
                 e.stmt,
             )
 
