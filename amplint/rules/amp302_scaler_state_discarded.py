@@ -23,6 +23,11 @@ def _uses(model, key):
     return out
 
 
+def _handed_on(model, key) -> bool:
+    """Is the scaler passed to two calls or more (a restore, and the helpers that train with it)?"""
+    return sum(1 for f in model.funcs for c in f.calls if any(k == key for _p, k in c.arg_keys)) >= 2
+
+
 def _fresh_run_in(model, loop_node) -> bool:
     """Does the body of the loop build a new optimizer or model, or is the loop itself over
     runs (its target names folds, seeds, configs)?"""
@@ -97,7 +102,9 @@ Checks for a GradScaler whose learned state is thrown away during training:
 * `GradScaler(...)` constructed inside the epoch or iteration loop that uses it;
 * `GradScaler(...)` constructed inside a function (`train_one_epoch`) that this file calls
   from a loop, once per epoch;
-* `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training.
+* `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training;
+* `scaler = restore(path, scaler)` (a project function, in this file or another module, that
+  calls `load_state_dict` on the scaler it is given) followed by `scaler = GradScaler(...)`.
 
 ## Why is this bad?
 The scaler learns its loss scale: it starts at 65536, halves on every overflow and grows
@@ -141,6 +148,39 @@ No fix: moving the construction can need arguments defined in the loop, and a ch
 restore may have to move with it.
 """
     valid = [
+        # the restore helper's scaler is kept; the new construction is the other branch
+        """
+import torch
+class Trainer:
+    def __init__(self, args):
+        if args.restore_path:
+            self.scaler = self.restore(args.restore_path, torch.amp.GradScaler("cuda"))
+        else:
+            self.scaler = torch.amp.GradScaler("cuda")
+    def restore(self, path, scaler):
+        scaler.load_state_dict(torch.load(path)["scaler"])
+        return scaler
+    def fit(self, loader):
+        for x in loader:
+            train_step(self.model, x, self.opt, self.scaler)
+            log_scale(self.scaler)
+""",
+        # a helper that only reads the scaler it is given (no load_state_dict)
+        """
+import torch
+class Trainer:
+    def __init__(self, args):
+        self.scaler = torch.amp.GradScaler("cuda")
+        self.scaler = self.describe(self.scaler)
+        self.scaler = torch.amp.GradScaler("cuda")
+    def describe(self, scaler):
+        print(scaler.get_scale())
+        return scaler
+    def fit(self, loader):
+        for x in loader:
+            train_step(self.model, x, self.opt, self.scaler)
+            log_scale(self.scaler)
+""",
         # a fresh run per fold builds its own optimizer
         """
 import torch
@@ -241,6 +281,27 @@ for x in loader:
     scaler.update()
 """,
         ),
+        # a restore helper loads the scaler it is given; a fresh one replaces it right after
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self, args):
+        self.scaler = torch.amp.GradScaler("cuda")
+        if args.restore_path:
+            self.model, self.scaler = self.restore(args.restore_path, self.model, self.scaler)
+            self.scaler = torch.amp.GradScaler("cuda")
+    def restore(self, path, model, scaler):
+        ckpt = torch.load(path)
+        model.load_state_dict(ckpt["model"])
+        scaler.load_state_dict(ckpt["scaler"])
+        return model, scaler
+    def fit(self, loader):
+        for x in loader:
+            train_step(self.model, x, self.opt, self.scaler)
+            log_scale(self.scaler)
+""",
+        ),
     ]
 
     def check(self, model):
@@ -250,12 +311,15 @@ for x in loader:
             if not ctors or scaler_disabled(model, key):
                 continue
             uses = _uses(model, key)
-            if not uses:
+            if not uses and not _handed_on(model, key):
                 continue
             for a in ctors:
                 if _disabled_ctor(a):
                     continue
-                d = self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses) or self._after_restore(model, key, a, uses)
+                if uses:
+                    d = self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses) or self._after_restore(model, key, a, uses)
+                else:  # the scaler works in helpers it is passed to: only a restore it undoes is certain
+                    d = self._after_restoring_call(model, key, a, uses)
                 if d is not None and id(a.node) not in seen:
                     seen.add(id(a.node))
                     yield d
@@ -328,6 +392,9 @@ for x in loader:
         f = a.func
         if f is None:
             return None
+        d = self._after_restoring_call(model, key, a, uses)
+        if d is not None:
+            return d
         for mc in f.methods:
             if not mc.called or mc.attr != "load_state_dict" or mc.receiver != key or mc.seq >= a.seq:
                 continue
@@ -347,6 +414,39 @@ for x in loader:
                 f"`{self._ctor_text(model, a)}` replaces the scaler restored by `load_state_dict` on line "
                 f"{mc.node.lineno}: the restored scale and growth tracker are lost (training restarts at 65536); "
                 f"construct the scaler before restoring it",
+                None,
+                a.stmt,
+            )
+        return None
+
+    def _after_restoring_call(self, model, key, a, uses):
+        """``scaler = restore(path, scaler)`` (a project function that loads the scaler it is
+        given and returns it), then ``scaler = GradScaler()``: the restored state is dropped."""
+        f = a.func
+        for r in model.assigns.get(key, ()):
+            if r.func is not f or r.seq >= a.seq or r.kind == "ctor" or exclusive(r.ctx.lits, a.ctx.lits):
+                continue
+            if any(lp not in r.ctx.loops for lp in a.ctx.loops):
+                continue
+            c = next((c for c in f.calls if c.stmt is r.stmt and any(k == key for _p, k in c.arg_keys)), None)
+            if c is None or not isinstance(r.stmt, ast.Assign) or r.stmt.value is not c.node:
+                continue
+            hit = model.project_callee(c)
+            if hit is None:
+                continue
+            loads = [pos for pos, k in c.arg_keys if k == key and "load" in hit[2].scaler_ops.get(hit[1].param_at(pos) or "", ())]
+            if not loads:
+                continue
+            if any(r.seq < e.seq < a.seq for e in uses) or any(
+                m2.called and m2.attr == "load_state_dict" and m2.receiver == key and m2.seq > a.seq for m2 in f.methods
+            ):
+                return None
+            return self.diagnostic(
+                model,
+                a.value if a.value is not None else a.node,
+                f"`{self._ctor_text(model, a)}` replaces the scaler that `{model.text(c.node.func)}(...)` restored on line "
+                f"{c.node.lineno}: the restored scale and growth tracker are lost (training restarts at 65536); "
+                f"drop the new construction",
                 None,
                 a.stmt,
             )
