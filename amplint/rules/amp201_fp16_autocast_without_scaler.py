@@ -114,6 +114,25 @@ for x, y in loader:
 """,
     ]
     invalid = [
+        # gradient accumulation: backward per micro-batch, the step in the loop around it; the
+        # precision picked from a table whose fp16 entry is explicit
+        Invalid(
+            """
+import contextlib
+import torch
+for x, y in loader:
+    opt.zero_grad()
+    for xb, yb in zip(x.chunk(4), y.chunk(4)):
+        with {
+            "bf16": torch.autocast("cuda", dtype=torch.bfloat16),
+            "fp16": torch.autocast("cuda", dtype=torch.float16),
+            "fp32": contextlib.nullcontext(),
+        }[args.precision]:
+            loss = loss_fn(model(xb), yb) / 4
+        loss.backward()
+    opt.step()
+""",
+        ),
         Invalid(
             """
 import torch
@@ -197,15 +216,18 @@ for x, y in loader:
             loop = ctx.loops[-1]
             backs = [e for e in f.events if e.kind == "backward" and loop in e.loops]
             steps = [e for e in f.events if e.kind == "opt_step" and loop in e.loops]
-            if not backs or not any(p.seq > b.seq for b in backs for p in steps):
+            # gradient accumulation: backward in the micro-batch loop, the step in a loop around it
+            outer = [e for e in f.events if e.kind == "opt_step" and any(lp in e.loops for lp in ctx.loops)]
+            if not backs or not any(p.seq > b.seq for b in backs for p in outer):
                 continue
+            fix = self._fix(model, f, ctx, loop, backs, steps) if any(p.seq > b.seq for b in backs for p in steps) else None
             yield self.diagnostic(
                 model,
                 call,
                 "float16 autocast in a training loop with no GradScaler: small gradients underflow to zero and "
                 f"inf/NaN steps are applied; add `{cuda_scaler_ctor(model)}` (scale/step/update) or use "
                 "`dtype=torch.bfloat16`",
-                self._fix(model, f, ctx, loop, backs, steps),
+                fix,
                 stmt,
             )
 
