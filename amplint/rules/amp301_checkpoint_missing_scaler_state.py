@@ -3,6 +3,8 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.model.names import literal_dict
+
 from amplint.model import CERTAIN
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled
@@ -49,6 +51,17 @@ torch.save(
 ```
 """
     valid = [
+        # dict(...) with the scaler state
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for epoch in range(epochs):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    torch.save(dict(model=model.state_dict(), optimizer=optimizer.state_dict(), scaler=scaler.state_dict()), "ckpt.pth")
+""",
         """
 import torch
 scaler = torch.amp.GradScaler("cuda")
@@ -87,6 +100,20 @@ torch.save({"optimizer": optimizer.state_dict()}, path)
 """,
     ]
     invalid = [
+        # the checkpoint built with dict(...)
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for epoch in range(start_epoch, epochs):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    state = dict(epoch=epoch + 1, model=model.state_dict(), optimizer=optimizer.state_dict())
+    torch.save(state, "checkpoint.pth")
+""",
+        ),
         Invalid(
             """
 import torch
@@ -179,12 +206,12 @@ class Trainer:
     def _hands_state(model, c) -> bool:
         """Does the call hand over what a checkpoint is made of: a dict, an optimizer, a scaler?"""
         for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
-            if isinstance(a, ast.Dict):
+            if literal_dict(a) is not None:
                 return True
             if isinstance(a, (ast.Name, ast.Attribute)):
                 if model.is_optimizer(a, c.func) or model.is_scaler(model.key_of_expr(a, c.func)):
                     return True
-                if isinstance(a, ast.Name) and any(isinstance(x.value, ast.Dict) for x in model.assigns.get(model.key_of_expr(a, c.func), ())):
+                if isinstance(a, ast.Name) and any(literal_dict(x.value) is not None for x in model.assigns.get(model.key_of_expr(a, c.func), ())):
                     return True
         return False
 
@@ -214,15 +241,15 @@ class Trainer:
 
     @staticmethod
     def _dict_value(model, a, c):
-        if isinstance(a, ast.Dict):
-            return a
+        if literal_dict(a) is not None:
+            return literal_dict(a)
         if isinstance(a, ast.Name):
             key = model.key_of_expr(a, c.func)
             prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
-            if prior and isinstance(prior[-1].value, ast.Dict):
+            if prior and literal_dict(prior[-1].value) is not None:
                 later = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq > prior[-1].seq]
                 if not later:
-                    return prior[-1].value
+                    return literal_dict(prior[-1].value)
         return None
 
     @staticmethod
@@ -230,14 +257,14 @@ class Trainer:
         a = c.node.args[0]
         if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "state_dict":
             return a
-        if isinstance(a, ast.Dict):
-            return a
+        if literal_dict(a) is not None:
+            return literal_dict(a)
         if isinstance(a, ast.Name):
             key = model.key_of_expr(a, c.func)
             prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
-            if prior and isinstance(prior[-1].value, ast.Dict):
+            if prior and literal_dict(prior[-1].value) is not None:
                 # a later `ckpt[...] = ...` may add the scaler state: only literal dicts used as is
-                return prior[-1].value
+                return literal_dict(prior[-1].value)
         return None
 
     @staticmethod
