@@ -29,6 +29,10 @@ can be float16) whose parameters are then trained under a framework's fp16 loss 
 * the HF Trainer: `Trainer(model=model, args=args)` with `TrainingArguments(fp16=...)`;
 * Lightning: `trainer.fit(model)` with `Trainer(precision="16-mixed")` (or `16`).
 
+Not reported: a cast after the function's training loop (to save or evaluate), a cast in a
+branch whose test names training (`if not args.train_text_encoder:`), and a module frozen
+or cast back to float32 before training starts (a cast back after the loop is too late).
+
 A model frozen with `requires_grad_(False)`, files that use peft (`get_peft_model`,
 `prepare_model_for_kbit_training`: the adapters are kept in float32) and files that cast
 parameters back (`cast_training_params`, `p.data = p.data.float()`, `model.float()`,
@@ -109,8 +113,66 @@ model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float16)
 args = TrainingArguments(output_dir="out")
 Trainer(model=model, args=args, train_dataset=ds).train()
 """,
+        # a cast after the training loop, to save the weights in fp16
+        """
+import torch
+from accelerate import Accelerator
+def main(args):
+    accelerator = Accelerator(mixed_precision="fp16")
+    optimizer = torch.optim.AdamW(controlnet.parameters(), lr=1e-5)
+    controlnet, optimizer = accelerator.prepare(controlnet, optimizer)
+    for batch in loader:
+        loss = controlnet(batch)
+        accelerator.backward(loss)
+        optimizer.step()
+    controlnet = accelerator.unwrap_model(controlnet)
+    controlnet.to(torch.float16)
+    controlnet.save_pretrained(args.output_dir)
+""",
+        # cast only when the module is not trained
+        """
+import itertools
+import torch
+from accelerate import Accelerator
+def main(args):
+    accelerator = Accelerator(mixed_precision="fp16")
+    text_encoder.requires_grad_(args.train_text_encoder)
+    if not args.train_text_encoder:
+        text_encoder.to(accelerator.device, dtype=torch.float16)
+    params = itertools.chain(unet.parameters(), text_encoder.parameters()) if args.train_text_encoder else unet.parameters()
+    optimizer = torch.optim.AdamW(params, lr=1e-5)
+    unet, text_encoder, optimizer = accelerator.prepare(unet, text_encoder, optimizer)
+""",
     ]
     invalid = [
+        # a cast back to fp32 after the training loop does not undo the cast before it
+        Invalid(
+            """
+import torch
+from accelerate import Accelerator
+def main(args):
+    accelerator = Accelerator(mixed_precision="fp16")
+    transformer.to(accelerator.device, dtype=torch.float16)
+    optimizer = torch.optim.AdamW(transformer.parameters(), lr=1e-5)
+    transformer, optimizer = accelerator.prepare(transformer, optimizer)
+    for batch in loader:
+        accelerator.backward(transformer(batch))
+        optimizer.step()
+    transformer.to(torch.float32)
+    transformer.save_pretrained(args.output_dir)
+""",
+        ),
+        # the optimizer trains a submodule's parameters
+        Invalid(
+            """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="fp16")
+net.to(dtype=torch.float16)
+optimizer = torch.optim.AdamW(list(net.unet.conv_in.parameters()), lr=1e-5)
+net, optimizer = accelerator.prepare(net, optimizer)
+""",
+        ),
         Invalid(
             """
 import torch
@@ -173,8 +235,13 @@ def main(args):
             casts = list(self._half_casts(F, fn))
             if not casts:
                 continue
+            span = _training_span(fn)
             for name, node, stmt, seq in casts:
-                if self._recast_or_frozen(F, fn, name, seq, node):
+                if span is not None and stmt.lineno > span[1]:
+                    continue  # after the training loop: a cast for saving or inference
+                if _under_frozen_branch(fn, stmt):
+                    continue
+                if self._recast_or_frozen(F, fn, name, seq, node, span):
                     continue
                 how = self._trained(F, fn, name)
                 if how is None:
@@ -231,11 +298,13 @@ def main(args):
                         return True
         return False
 
-    def _recast_or_frozen(self, F, fn, name, seq, node) -> bool:
+    def _recast_or_frozen(self, F, fn, name, seq, node, span=None) -> bool:
         for s in fn.sites:
             r = s.receiver
             if r is None or F.text(r) != name or s.node is node:
                 continue
+            if span is not None and s.node.lineno > span[0]:
+                continue  # once training has started, a cast back comes too late
             if s.attr == "requires_grad_" and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False and s.seq > seq:
                 # frozen after the cast; an adapter added later is trainable again (LoRA)
                 if not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name and x.seq > s.seq for x in fn.sites):
@@ -304,8 +373,8 @@ def main(args):
 
     def _mentions_params(self, F, fn, expr, name, before, depth=0) -> bool:
         text = F.text(expr)
-        if f"{name}.parameters(" in text or f"{name}.named_parameters(" in text:
-            return True
+        if re.search(rf"(?<![\w.]){re.escape(name)}(?:\.\w+)*\.(?:named_)?parameters\(", text):
+            return True  # the model's parameters or a submodule's (`net.unet.conv_in.parameters()`)
         if depth > 3:
             return False
         for n in ast.walk(expr):
@@ -317,3 +386,31 @@ def main(args):
                 if prior and self._mentions_params(F, fn, prior[-1], name, before, depth + 1):
                     return True
         return False
+
+
+_TRAIN_CALL = ("backward", "step")
+
+
+def _training_span(fn) -> tuple[int, int] | None:
+    """First and last line of the loops in ``fn`` that run a backward pass (the training
+    loop), or None when ``fn`` has none (training happens elsewhere: a Trainer, fit)."""
+    spans = []
+    for n in ast.walk(fn.node) if isinstance(fn.node, ast.AST) else ():
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in ast.walk(n)):
+                spans.append((n.lineno, n.end_lineno or n.lineno))
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def _under_frozen_branch(fn, stmt) -> bool:
+    """``stmt`` runs only in a branch whose test names training (``if not
+    args.train_text_encoder:``): the cast module is frozen there, or trained only in the other
+    branch."""
+    for n in ast.walk(fn.node) if isinstance(fn.node, ast.AST) else ():
+        if isinstance(n, ast.If) and "train" in ast.unparse(n.test).lower():
+            for branch in (n.body, n.orelse):
+                if branch and branch[0].lineno <= stmt.lineno <= (branch[-1].end_lineno or branch[-1].lineno):
+                    return True
+    return False
