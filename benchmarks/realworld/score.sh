@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Score an amplint against the hand labels of the development and evaluation sets.
+#
+#   bash benchmarks/realworld/score.sh AMPLINT_BIN CORPUS_DIR [dev|eval|both]
+#
+# CORPUS_DIR holds each repository of *_repos.txt at its listed commit, as CORPUS_DIR/OWNER+NAME
+# (e.g. `git clone https://github.com/OWNER/NAME CORPUS_DIR/OWNER+NAME && git -C ... checkout COMMIT`).
+# The scorer is shared/tools/score_labels.py (next to this checkout, or set SCORER=...).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+bin=${1:?amplint binary}; corpus=${2:?corpus dir}; which=${3:-both}
+scorer=${SCORER:-$here/../../../shared/tools/score_labels.py}
+for set in dev eval; do
+  [ "$which" = both ] || [ "$which" = "$set" ] || continue
+  printf '%s: ' "$set"
+  python3 "$scorer" "$bin" "$corpus" "$here/$set.tsv" | tail -n 1
+done
