@@ -36,13 +36,11 @@ class Facts:
 def module_name(path: str, roots: list[str]) -> str | None:
     """The dotted module name of ``path`` under the first source root that holds it."""
     ap = os.path.abspath(path)
-    for root in roots:
-        try:
-            rel = os.path.relpath(ap, root)
-        except ValueError:
+    for root in roots:  # absolute and normalised (ProjectIndex): a prefix test, no relpath
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        if not ap.startswith(prefix):
             continue
-        if rel.startswith(".."):
-            continue
+        rel = ap[len(prefix):]
         rel = rel[:-3] if rel.endswith(".py") else (rel[:-4] if rel.endswith(".pyi") else None)
         if rel is None:
             return None

@@ -226,23 +226,40 @@ def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
     return f"{dev.value}:{kind}" if kind else None
 
 
-_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+def _node_types():
+    out, todo = set(), [ast.AST]
+    while todo:
+        c = todo.pop()
+        out.add(c)
+        todo.extend(c.__subclasses__())
+    return out
+
+
+# Nodes ``_calls_in`` descends into: every AST node type but the leaves (names, constants,
+# contexts, operators), so a type test replaces two isinstance calls per child.
+_INNER = frozenset(
+    t for t in _node_types()
+    if not issubclass(t, (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop))
+)
 
 
 def _calls_in(node):
     """The calls inside an expression, outermost first (ast.walk without the leaves)."""
     out = []
     stack = [node]
+    push, pop, inner, call = stack.append, stack.pop, _INNER, ast.Call
     while stack:
-        n = stack.pop()
-        if type(n) is ast.Call:
+        n = pop()
+        if type(n) is call:
             out.append(n)
         for name in n._fields:
             v = getattr(n, name, None)
             if type(v) is list:
-                stack.extend(x for x in reversed(v) if isinstance(x, ast.AST) and not isinstance(x, _LEAVES))
-            elif isinstance(v, ast.AST) and not isinstance(v, _LEAVES):
-                stack.append(v)
+                for x in reversed(v):
+                    if type(x) in inner:
+                        push(x)
+            elif type(v) in inner:
+                push(v)
     return out
 
 

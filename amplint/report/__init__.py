@@ -103,8 +103,11 @@ def display_path(path: str) -> str:
         return path
     absolute = os.path.abspath(path)
     cwd = os.getcwd()
-    if absolute == cwd or absolute.startswith(cwd.rstrip(os.sep) + os.sep):
-        return os.path.relpath(absolute, cwd)
+    if absolute == cwd:
+        return "."
+    prefix = cwd.rstrip(os.sep) + os.sep
+    if absolute.startswith(prefix):  # abspath normalised it: the rest is the relative path
+        return absolute[len(prefix):]
     return absolute
 
 
