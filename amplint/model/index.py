@@ -35,7 +35,7 @@ class Facts:
 
 def module_name(path: str, roots: list[str]) -> str | None:
     """The dotted module name of ``path`` under the first source root that holds it."""
-    ap = os.path.abspath(path)
+    ap = path if os.path.isabs(path) and os.sep + "." not in path and os.sep * 2 not in path else os.path.abspath(path)
     for root in roots:  # absolute and normalised (ProjectIndex): a prefix test, no relpath
         prefix = root if root.endswith(os.sep) else root + os.sep
         if not ap.startswith(prefix):
@@ -59,9 +59,9 @@ class ProjectIndex:
         self.by_module: dict[str, str] = {}
         self.module_of: dict[str, str] = {}
         for f in files:
-            m = module_name(f, self.roots)
+            ap = f if os.path.isabs(f) and os.sep + "." not in f and os.sep * 2 not in f else os.path.abspath(f)
+            m = module_name(ap, self.roots)
             if m is not None:
-                ap = os.path.abspath(f)
                 self.by_module.setdefault(m, ap)
                 self.module_of[ap] = m
         self._heads = {m.split(".", 1)[0] for m in self.by_module}  # top-level packages of the project
