@@ -233,11 +233,7 @@ def fit(model, loader, opt, grad_accum):
                     st = scaler_text(model, f, e2.scaler)
                     what = "unscale_" if e2.kind == "unscale" else "step"
                     first = "unscale_" if e1.kind == "unscale" else "step"
-                    err = {
-                        ("unscale", "unscale"): "unscale_() has already been called on this optimizer since the last update().",
-                        ("step", "step"): "step() has already been called since the last update().",
-                        ("step", "unscale"): "unscale_() is being called after step().",
-                    }[(e1.kind, e2.kind)]
+                    err = _ERRORS[(e1.kind, e2.kind)]
                     yield self.diagnostic(
                         model,
                         e2.node,
@@ -281,8 +277,7 @@ def fit(model, loader, opt, grad_accum):
                     continue
                 st = scaler_text(model, f, e.scaler)
                 what = "unscale_" if e.kind == "unscale" else "step"
-                err = ("unscale_() has already been called on this optimizer since the last update()." if e.kind == "unscale"
-                       else "step() has already been called since the last update().")
+                err = _ERRORS[(e.kind, e.kind)]
                 u, test = guards[0]
                 yield self.diagnostic(
                     model,
@@ -296,34 +291,29 @@ def fit(model, loader, opt, grad_accum):
     @staticmethod
     def _may_update_in(model, f, loop, scaler) -> bool:
         lo, hi = loop.node.lineno, loop.node.end_lineno or loop.node.lineno
-        for c in f.calls:
-            if not (lo <= c.node.lineno <= hi):
-                continue
-            callee = model.resolve_callee(c)
-            if callee is not None:
-                if model.may_update(callee, scaler) if callee.walked else model.mentions(callee, "update"):
-                    return True
-            elif any(k == scaler for _p, k in c.arg_keys):
-                return True
-            elif scaler[0] == "A" and model.calls_self_unknown(c):
-                return True
-        return False
+        return any(lo <= c.node.lineno <= hi and _call_may_update(model, c, scaler) for c in f.calls)
 
     @staticmethod
     def _may_update_between(model, f, e1, e2) -> bool:
-        for c in f.calls:
-            if not (e1.seq < c.seq < e2.seq):
-                continue
-            callee = model.resolve_callee(c)
-            if callee is not None:
-                if model.may_update(callee, e1.scaler) if callee.walked else model.mentions(callee, "update"):
-                    return True
-            elif any(k == e1.scaler for _p, k in c.arg_keys):
-                return True
-            elif e1.scaler[0] == "A" and model.calls_self_unknown(c):
-                return True
-        return False
+        return any(e1.seq < c.seq < e2.seq and _call_may_update(model, c, e1.scaler) for c in f.calls)
 
+
+def _call_may_update(model, c, scaler) -> bool:
+    """May the call ``c`` update ``scaler``: a walked callee that does, an unknown one that is
+    handed the scaler, or an unknown method of the object that holds it?"""
+    callee = model.resolve_callee(c)
+    if callee is not None:
+        return model.may_update(callee, scaler) if callee.walked else model.mentions(callee, "update")
+    if any(k == scaler for _p, k in c.arg_keys):
+        return True
+    return scaler[0] == "A" and model.calls_self_unknown(c)
+
+
+_ERRORS = {
+    ("unscale", "unscale"): "unscale_() has already been called on this optimizer since the last update().",
+    ("step", "step"): "step() has already been called since the last update().",
+    ("step", "unscale"): "unscale_() is being called after step().",
+}
 
 
 def _encloses(node: ast.AST, inner: ast.AST) -> bool:

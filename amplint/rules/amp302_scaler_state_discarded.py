@@ -23,6 +23,11 @@ def _uses(model, key):
     return out
 
 
+def _restored_after(f, key, a) -> bool:
+    """A ``load_state_dict`` after the new construction brings the state back."""
+    return any(m.called and m.attr == "load_state_dict" and m.receiver == key and m.seq > a.seq for m in f.methods)
+
+
 def _handed_on(model, key) -> bool:
     """Is the scaler passed to two calls or more (a restore, and the helpers that train with it)?"""
     return sum(1 for f in model.funcs for c in f.calls if any(k == key for _p, k in c.arg_keys)) >= 2
@@ -402,22 +407,20 @@ class Trainer:
                 continue
             if any(lp not in mc.ctx.loops for lp in a.ctx.loops):
                 continue
-            # a restore after the new construction would bring the state back
-            if any(
-                m2.called and m2.attr == "load_state_dict" and m2.receiver == key and m2.seq > a.seq
-                for m2 in f.methods
-            ):
+            if _restored_after(f, key, a):
                 return None
-            return self.diagnostic(
-                model,
-                a.value if a.value is not None else a.node,
-                f"`{self._ctor_text(model, a)}` replaces the scaler restored by `load_state_dict` on line "
-                f"{mc.node.lineno}: the restored scale and growth tracker are lost (training restarts at 65536); "
-                f"construct the scaler before restoring it",
-                None,
-                a.stmt,
-            )
+            return self._replaced(model, a, "restored by `load_state_dict`", mc.node.lineno, "construct the scaler before restoring it")
         return None
+
+    def _replaced(self, model, a, how: str, line: int, advice: str):
+        return self.diagnostic(
+            model,
+            a.value if a.value is not None else a.node,
+            f"`{self._ctor_text(model, a)}` replaces the scaler {how} on line {line}: the restored scale and growth "
+            f"tracker are lost (training restarts at 65536); {advice}",
+            None,
+            a.stmt,
+        )
 
     def _after_restoring_call(self, model, key, a, uses):
         """``scaler = restore(path, scaler)`` (a project function that loads the scaler it is
@@ -437,17 +440,7 @@ class Trainer:
             loads = [pos for pos, k in c.arg_keys if k == key and "load" in hit[2].scaler_ops.get(hit[1].param_at(pos) or "", ())]
             if not loads:
                 continue
-            if any(r.seq < e.seq < a.seq for e in uses) or any(
-                m2.called and m2.attr == "load_state_dict" and m2.receiver == key and m2.seq > a.seq for m2 in f.methods
-            ):
+            if any(r.seq < e.seq < a.seq for e in uses) or _restored_after(f, key, a):
                 return None
-            return self.diagnostic(
-                model,
-                a.value if a.value is not None else a.node,
-                f"`{self._ctor_text(model, a)}` replaces the scaler that `{model.text(c.node.func)}(...)` restored on line "
-                f"{c.node.lineno}: the restored scale and growth tracker are lost (training restarts at 65536); "
-                f"drop the new construction",
-                None,
-                a.stmt,
-            )
+            return self._replaced(model, a, f"that `{model.text(c.node.func)}(...)` restored", c.node.lineno, "drop the new construction")
         return None
