@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 
+from amplint.fspath import absolute
 from amplint import __version__
 
 try:  # the module hashlib takes it from, without loading OpenSSL (a warm run is mostly start-up)
@@ -42,23 +43,23 @@ class Cache:
             self.entries = {}
 
     def lookup_stat(self, path: str, st: os.stat_result):
-        e = self.entries.get(os.path.abspath(path))
+        e = self.entries.get(absolute(path))
         if e is not None and e[0] == st.st_mtime_ns and e[1] == st.st_size:
             return e[3]
         return None
 
     def digest_of(self, path: str) -> str | None:
-        e = self.entries.get(os.path.abspath(path))
+        e = self.entries.get(absolute(path))
         return e[2] if e is not None else None
 
     def lookup_hash(self, path: str, digest: str):
-        e = self.entries.get(os.path.abspath(path))
+        e = self.entries.get(absolute(path))
         if e is not None and e[2] == digest:
             return e[3]
         return None
 
     def store(self, path: str, mtime_ns: int, size: int, digest: str, result) -> None:
-        self.entries[os.path.abspath(path)] = (mtime_ns, size, digest, result)
+        self.entries[absolute(path)] = (mtime_ns, size, digest, result)
         self.dirty = True
 
     def save(self) -> None:

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 
+from amplint.fspath import absolute
 from amplint.diagnostics import Diagnostic, FileError, FileResult
 from amplint.report import Message, Summary, display_path, echo, emit, formatter
 from amplint.selection import Filter, enabled_codes, validate_per_file_ignores
@@ -119,7 +120,7 @@ def _run_check(opts: Options) -> int:
     # discover
     from amplint.discover import discover
 
-    found = discover(list(opts.paths) or ["."], settings)
+    found = discover(list(opts.paths) or ["."], settings, memo_dir=_cache_dir(opts, settings))
     if opts.show_files:
         emit("".join(display_path(f) + "\n" for f in found.files), None)
         return 0
@@ -184,19 +185,23 @@ def _analyse(files: list[str], opts: Options, settings: Settings, enabled: set[s
     if not opts.no_cache:
         from amplint.cache import Cache
 
-        cache_dir = settings.cache_dir or os.path.join(settings.root, ".amplint_cache")
-        # the raw findings cached are those of the rules that ran: the selection is in the key
-        cache = Cache(cache_dir, settings.root, f"{settings.fingerprint()};rules={','.join(sorted(enabled))}")
+        cache = Cache(_cache_dir(opts, settings), settings.root, f"{settings.fingerprint()};rules={','.join(sorted(enabled))}")
     from amplint.runner import DEFAULT_PER_FILE_TIMEOUT, run
 
     timeout = DEFAULT_PER_FILE_TIMEOUT if opts.per_file_timeout is None else opts.per_file_timeout
     paths = list(opts.paths) or ["."]
     # phase 1 on the files to report and, when only some were given (pre-commit, an editor, a
     # sub-folder), on the rest of the project too: the index covers the project either way
-    others = _rest_of_project(paths, files, settings)
+    others = _rest_of_project(paths, files, settings, _cache_dir(opts, settings))
     results = run(files + others, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version,
                   rule_codes=enabled)
     return project_pass(results[: len(files)], results[len(files):], paths, settings, enabled)
+
+
+def _cache_dir(opts: Options, settings: Settings) -> str | None:
+    if opts.no_cache:
+        return None
+    return settings.cache_dir or os.path.join(settings.root, ".amplint_cache")
 
 
 def _configure_engine(settings: Settings, enabled: set[str] | None) -> None:
@@ -208,14 +213,14 @@ def _configure_engine(settings: Settings, enabled: set[str] | None) -> None:
     analyze.configure(settings.target_torch_version, enabled)
 
 
-def _rest_of_project(paths: list[str], files: list[str], settings: Settings) -> list[str]:
+def _rest_of_project(paths: list[str], files: list[str], settings: Settings, memo_dir: str | None = None) -> list[str]:
     from amplint.discover import discover, project_root
 
     root = project_root(settings, paths)
     if os.path.abspath(root) in {os.path.abspath(p) for p in paths}:
         return []
-    have = {os.path.abspath(f) for f in files}
-    return [f for f in discover([root], settings, suffixes=(".py",)).files if os.path.abspath(f) not in have]
+    have = {absolute(f) for f in files}
+    return [f for f in discover([root], settings, suffixes=(".py",), memo_dir=memo_dir).files if absolute(f) not in have]
 
 
 def project_pass(results: list[FileResult], others: list[FileResult], paths: list[str], settings: Settings,
@@ -256,13 +261,13 @@ class _HelperUsers:
         self.index = index
         self.words = [n.encode() for n in sorted({n for ns in names.values() for n in ns})]
         self.pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w) for w in self.words) + rb")\b")
-        self.heads = {m.split(".", 1)[0] for p in names if (m := index.module_of.get(os.path.abspath(p)))}
-        self.dirs = {os.path.dirname(os.path.abspath(p)) for p in names}
+        self.heads = {m.split(".", 1)[0] for p in names if (m := index.module_of.get(absolute(p)))}
+        self.dirs = {os.path.dirname(absolute(p)) for p in names}
 
     def may_import(self, path: str) -> bool:
         """Can ``path`` import a helper: a module of the same top-level package (absolute or
         relative import), or a script beside the helper's file (``from helpers import f``)?"""
-        ap = os.path.abspath(path)
+        ap = absolute(path)
         m = self.index.module_of.get(ap)
         return (m is not None and m.split(".", 1)[0] in self.heads) or os.path.dirname(ap) in self.dirs
 
@@ -295,7 +300,7 @@ CALL_WORDS = re.compile(r"save|ckpt|checkpoint|scaler|autocast|amp|precision|bac
 def _calls_out(index, r: FileResult) -> bool:
     """Does a function of ``r`` call a function of another project file that does something
     AMP rules care about?"""
-    me = os.path.abspath(r.path)
+    me = absolute(r.path)
     for f in r.summary.functions.values():
         for c in f.calls:
             if not (c.in_autocast or c.dict_args or CALL_WORDS.search(c.callee.rsplit(".", 1)[-1])):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 
+from amplint.fspath import absolute
 from amplint.model.summary import FileSummary, FuncSummary, SaveFact, summarise
 
 MAX_DEPTH = 4
@@ -35,7 +36,7 @@ class Facts:
 
 def module_name(path: str, roots: list[str]) -> str | None:
     """The dotted module name of ``path`` under the first source root that holds it."""
-    ap = path if os.path.isabs(path) and os.sep + "." not in path and os.sep * 2 not in path else os.path.abspath(path)
+    ap = absolute(path)
     for root in roots:  # absolute and normalised (ProjectIndex): a prefix test, no relpath
         prefix = root if root.endswith(os.sep) else root + os.sep
         if not ap.startswith(prefix):
@@ -59,14 +60,14 @@ class ProjectIndex:
         self.by_module: dict[str, str] = {}
         self.module_of: dict[str, str] = {}
         for f in files:
-            ap = f if os.path.isabs(f) and os.sep + "." not in f and os.sep * 2 not in f else os.path.abspath(f)
+            ap = absolute(f)
             m = module_name(ap, self.roots)
             if m is not None:
                 self.by_module.setdefault(m, ap)
                 self.module_of[ap] = m
         self._heads = {m.split(".", 1)[0] for m in self.by_module}  # top-level packages of the project
-        self._summaries = {os.path.abspath(k): v for k, v in (summaries or {}).items()}
-        self._texts = {os.path.abspath(k): v for k, v in (texts or {}).items()}
+        self._summaries = {absolute(k): v for k, v in (summaries or {}).items()}
+        self._texts = {absolute(k): v for k, v in (texts or {}).items()}
         self._full: dict[str, FileSummary | None] = {}
         self._facts: dict[tuple[str, str], Facts | None] = {}
         self.reads: set[str] = set()  # files whose summaries a query used (for cache keys)
@@ -75,7 +76,7 @@ class ProjectIndex:
     def summary(self, path: str) -> FileSummary | None:
         """Phase 1's summary of ``path``; a file phase 1 did not summarise (the byte screen
         dropped it: a checkpoint helper holds no AMP token) is summarised here, once."""
-        ap = os.path.abspath(path)
+        ap = absolute(path)
         s = self._summaries.get(ap)
         if s is not None:
             return s
@@ -105,7 +106,7 @@ class ProjectIndex:
         """The project function ``callee`` (as qualified in ``path``) denotes, or None."""
         if _depth > 5 or not callee:
             return None
-        ap = os.path.abspath(path)
+        ap = absolute(path)
         if callee.startswith("self."):
             if cls is None:
                 return None
@@ -170,7 +171,7 @@ class ProjectIndex:
 
     # ------------------------------------------------------------------ composition
     def facts(self, path: str, s: FuncSummary, _stack: tuple = ()) -> Facts:
-        key = (os.path.abspath(path), s.qualname)
+        key = (absolute(path), s.qualname)
         if key in self._facts and self._facts[key] is not None:
             return self._facts[key]
         out = Facts(s)

@@ -101,7 +101,9 @@ def display_path(path: str) -> str:
     by walking a directory, with or without the cache. ``-`` (stdin) stays ``-``."""
     if path == "-":
         return path
-    absolute = os.path.abspath(path)
+    from amplint.fspath import absolute as _absolute
+
+    absolute = _absolute(path)
     cwd = os.getcwd()
     if absolute == cwd:
         return "."
