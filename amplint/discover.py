@@ -184,20 +184,31 @@ class Excluder:
         return match(rel + suffix, name, is_dir, anc) or match(name + suffix, name, is_dir, False)
 
 
-def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES) -> Discovered:
+def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES, memo_dir: str | None = None) -> Discovered:
+    """The files under ``paths``. With ``memo_dir`` (the cache directory), the walk of one
+    directory is remembered with the mtime of every directory it entered and of every
+    ``.gitignore`` it read: while none of them changed (an entry added, removed or renamed
+    changes its directory's mtime), the next run reuses the file list instead of walking."""
     ex = Excluder(settings)
     files: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
+    memo = _WalkMemo(memo_dir, settings, suffixes, paths) if memo_dir is not None and len(paths) == 1 else None
     for p in paths:
         if os.path.isdir(p):
+            if memo is not None and memo.files is not None:
+                files.extend(memo.files)
+                continue
             rel = _rel(p, ex.root)
             if rel.startswith("../") or rel == "..":
                 prefix = None  # outside the project root: match names only
             else:
                 prefix = "" if rel == "." else rel + "/"
             anc = bool(prefix) and ex.spec.ancestors_hit(prefix)
-            _walk(p, prefix, anc, ex, settings.respect_gitignore, files, seen, suffixes, [])
+            trace = [] if memo is not None else None
+            _walk(p, prefix, anc, ex, settings.respect_gitignore, files, seen, suffixes, [], trace=trace)
+            if memo is not None:
+                memo.save(files, trace)
         elif os.path.lexists(p):
             if settings.force_exclude and ex.excluded(p, False):
                 continue
@@ -245,17 +256,22 @@ def _gitignore(d: str) -> _FastSpec | None:
         return None
 
 
-def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_stat=None) -> None:
+def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_stat=None, trace=None) -> None:
     """``prefix``: ``d`` relative to the project root plus "/" ("" at the root; None
     outside it); ``anc``: whether an exclude pattern may match one of its directories.
-    ``stack``: (spec, d relative to that .gitignore's directory plus "/", anc)."""
+    ``stack``: (spec, d relative to that .gitignore's directory plus "/", anc). ``trace``
+    collects (path, mtime_ns, size) of what the walk depended on (see _WalkMemo)."""
     try:
         st = os.stat(d) if dir_stat is None else dir_stat
         ident = ("dir", st.st_dev, st.st_ino)
         dev = st.st_dev
+        if trace is not None:
+            trace.append((d, st.st_mtime_ns, -1))
     except OSError:
         ident = ("dir", os.path.realpath(d))
         dev = 0
+        if trace is not None:
+            trace.append((d, None, -1))  # never valid: walk again next time
     if ident in seen:  # symlink loops
         return
     seen.add(ident)
@@ -264,6 +280,8 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
     except OSError:
         entries = None
     if use_gitignore and (entries is None or any(e.name == ".gitignore" for e in entries)):
+        if trace is not None:
+            trace.append(_stamp(os.path.join(d, ".gitignore")))
         spec = _gitignore(d)
         if spec is not None and not spec.empty:
             stack = [*stack, (spec, "", False)]
@@ -303,7 +321,7 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
                 entry_stat = entry.stat()
             except OSError:
                 entry_stat = None
-            _walk(entry.path, sub_prefix, sub_anc, ex, use_gitignore, files, seen, suffixes, sub_stack, entry_stat)
+            _walk(entry.path, sub_prefix, sub_anc, ex, use_gitignore, files, seen, suffixes, sub_stack, entry_stat, trace)
         elif name.endswith(suffixes):
             # a file reachable through several symlinked paths is checked once, under the
             # path walked first (inode identity; DirEntry.inode() costs no system call)
@@ -320,3 +338,58 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
                     continue
                 seen.add(fid)
             files.append(entry.path)
+
+
+def _stamp(path: str) -> tuple:
+    try:
+        st = os.stat(path)
+        return (path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return (path, None, None)
+
+
+class _WalkMemo:
+    """The file list of one directory walk, kept in the cache directory with what it
+    depended on: the mtime of each directory entered and the stamp of each ``.gitignore``
+    read, under a key of the walked path, the working directory, the excludes and suffixes."""
+
+    def __init__(self, memo_dir: str, settings: Settings, suffixes, paths):
+        import pickle
+
+        from amplint import __version__
+        from amplint.cache import blake2b
+
+        key = repr((os.path.abspath(paths[0]), paths[0], os.getcwd(), os.path.abspath(settings.root), tuple(settings.exclude),
+                    tuple(settings.extend_exclude), settings.respect_gitignore, tuple(suffixes)))
+        self.path = os.path.join(memo_dir, __version__, f"walk-{blake2b(key.encode(), digest_size=12).hexdigest()}.pickle")
+        self.key = key
+        self.files = None
+        try:
+            with open(self.path, "rb") as fh:
+                data = pickle.load(fh)
+            if data[0] == key and all(
+                _stamp(p)[1:] == (m, z) if z != -1 else _dir_mtime(p) == m for p, m, z in data[1]
+            ) and all(m is not None for _p, m, _z in data[1]):
+                self.files = list(data[2])
+        except Exception:
+            self.files = None
+
+    def save(self, files: list[str], trace: list) -> None:
+        import pickle
+        import tempfile
+
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path), suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((self.key, trace, files), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path)
+        except Exception:
+            pass  # a cache that cannot be written only costs the next run a walk
+
+
+def _dir_mtime(path: str):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None

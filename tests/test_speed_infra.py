@@ -174,10 +174,13 @@ def test_concurrent_runs_do_not_corrupt_the_cache(proj, tmp_path):
     outs = [p.communicate(timeout=300) for p in procs]
     for out, err in outs:
         assert out == expected, err
-    pickles = list(Path(cdir).glob("*/*.pickle"))
-    assert len(pickles) == 1 and not list(Path(cdir).glob("*/*.tmp"))
+    pickles = [p for p in Path(cdir).glob("*/*.pickle") if not p.name.startswith("walk-")]
+    walks = list(Path(cdir).glob("*/walk-*.pickle"))  # the remembered walk, written atomically too
+    assert len(pickles) == 1 and len(walks) == 1 and not list(Path(cdir).glob("*/*.tmp"))
     with open(pickles[0], "rb") as fh:
         assert isinstance(pickle.load(fh), dict)
+    with open(walks[0], "rb") as fh:
+        assert len(pickle.load(fh)[2]) >= 30
     assert amplint("--cache-dir", cdir, ".", cwd=proj).stdout == expected
 
 
@@ -272,6 +275,58 @@ def test_discovery_honours_gitignore_and_excludes(tmp_path):
     s = Settings(root=str(tmp_path), extend_exclude=("build",))
     got = sorted(os.path.relpath(f, tmp_path) for f in discover([str(tmp_path)], s).files)
     assert got == ["a.py", "deep/z.py", "keep_pb2.py", "sub/b.py"]
+
+
+def test_remembered_walk_follows_every_change_to_the_tree(tmp_path, monkeypatch):
+    """A warm run reuses the last walk's file list only while no directory it entered and no
+    .gitignore it read has changed; each kind of change below must show in the next run."""
+    import time
+
+    from amplint import discover as disc
+    from amplint.settings import Settings
+
+    root = tmp_path / "proj"
+    for rel in ["a.py", "pkg/b.py", "pkg/deep/c.py", "gen/x.py"]:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("")
+    (root / ".gitignore").write_text("gen/\n")
+    memo = str(tmp_path / "cache")
+    s = Settings(root=str(root))
+
+    def found():
+        return sorted(os.path.relpath(f, root) for f in disc.discover([str(root)], s, memo_dir=memo).files)
+
+    walks = []
+    real_walk = disc._walk
+    monkeypatch.setattr(disc, "_walk", lambda *a, **k: (walks.append(1), real_walk(*a, **k))[1])
+
+    def settle():  # a change within the same mtime tick as the last walk must still be seen
+        time.sleep(0.01)
+
+    assert found() == ["a.py", "pkg/b.py", "pkg/deep/c.py"] and len(walks) > 0
+    walks.clear()
+    assert found() == ["a.py", "pkg/b.py", "pkg/deep/c.py"] and walks == []  # reused, no walk
+    settle()
+    (root / "pkg" / "deep" / "new.py").write_text("")  # a file added deep down
+    assert found() == ["a.py", "pkg/b.py", "pkg/deep/c.py", "pkg/deep/new.py"]
+    settle()
+    (root / "pkg" / "b.py").unlink()  # a file removed
+    assert found() == ["a.py", "pkg/deep/c.py", "pkg/deep/new.py"]
+    settle()
+    (root / ".gitignore").write_text("pkg/deep/\n")  # the .gitignore edited in place
+    assert found() == ["a.py", "gen/x.py"]
+    settle()
+    (root / "pkg" / ".gitignore").write_text("*.py\n")  # a new .gitignore
+    (root / ".gitignore").write_text("")
+    assert found() == ["a.py", "gen/x.py"]
+    walks.clear()
+    s2 = Settings(root=str(root), extend_exclude=("gen",))  # other settings: another memo
+    assert sorted(os.path.relpath(f, root) for f in disc.discover([str(root)], s2, memo_dir=memo).files) == ["a.py"]
+    assert walks
+    walks.clear()  # without a memo directory (--no-cache) every run walks
+    assert sorted(os.path.relpath(f, root) for f in disc.discover([str(root)], s).files) == ["a.py", "gen/x.py"]
+    assert walks
 
 
 # ---------------------------------------------------------------------------- screen
