@@ -30,7 +30,8 @@ can be float16) whose parameters are then trained under a framework's fp16 loss 
 * Lightning: `trainer.fit(model)` with `Trainer(precision="16-mixed")` (or `16`).
 
 Not reported: a cast after the function's training loop (to save or evaluate), a cast in a
-branch whose test names training (`if not args.train_text_encoder:`), and a module frozen
+branch whose test names training (`if not args.train_text_encoder:`) or rules fp16 out (`if
+accelerator.mixed_precision != "fp16":`), and a module frozen
 or cast back to float32 before training starts (a cast back after the loop is too late).
 
 A model frozen with `requires_grad_(False)`, files that use peft (`get_peft_model`,
@@ -128,6 +129,18 @@ def main(args):
     controlnet = accelerator.unwrap_model(controlnet)
     controlnet.to(torch.float16)
     controlnet.save_pretrained(args.output_dir)
+""",
+        # the cast runs only when mixed precision is not fp16
+        """
+import torch
+from accelerate import Accelerator
+def main(args):
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    weight_dtype = torch.float16 if accelerator.mixed_precision == "fp16" else torch.float32
+    if accelerator.mixed_precision != "fp16":
+        unet.to(accelerator.device, dtype=weight_dtype)
+    optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-5)
+    unet, optimizer = accelerator.prepare(unet, optimizer)
 """,
         # cast only when the module is not trained
         """
@@ -409,8 +422,29 @@ def _under_frozen_branch(fn, stmt) -> bool:
     args.train_text_encoder:``): the cast module is frozen there, or trained only in the other
     branch."""
     for n in ast.walk(fn.node) if isinstance(fn.node, ast.AST) else ():
-        if isinstance(n, ast.If) and "train" in ast.unparse(n.test).lower():
-            for branch in (n.body, n.orelse):
-                if branch and branch[0].lineno <= stmt.lineno <= (branch[-1].end_lineno or branch[-1].lineno):
-                    return True
+        if not isinstance(n, ast.If):
+            continue
+        inside = [b and b[0].lineno <= stmt.lineno <= (b[-1].end_lineno or b[-1].lineno) for b in (n.body, n.orelse)]
+        if "train" in ast.unparse(n.test).lower() and any(inside):
+            return True
+        no_fp16 = _not_fp16_arm(n.test)  # `if mixed_precision != "fp16":` casts only without fp16
+        if no_fp16 is not None and inside[no_fp16]:
+            return True
     return False
+
+
+def _not_fp16_arm(test: ast.expr) -> int | None:
+    """For ``x.mixed_precision != "fp16"`` the body (0), for ``== "fp16"`` the else branch
+    (1): the arm that never runs under fp16. None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    sides = [test.left, test.comparators[0]]
+    if not any(isinstance(x, ast.Constant) and x.value == "fp16" for x in sides):
+        return None
+    if not any((dotted(x) or [""])[-1] == "mixed_precision" for x in sides if isinstance(x, (ast.Name, ast.Attribute))):
+        return None
+    if isinstance(test.ops[0], ast.NotEq):
+        return 0
+    if isinstance(test.ops[0], ast.Eq):
+        return 1
+    return None
