@@ -815,6 +815,33 @@ def grad_norm_read(site: Site) -> bool:
     return isinstance(r, ast.Attribute) and r.attr == "grad"
 
 
+_NORMS = {"norm", "vector_norm", "get_total_norm"}
+
+
+def norm_of_grads(fn, site: Site) -> bool:
+    """``torch.norm(...)`` / ``torch.linalg.vector_norm(...)`` over gradients: an argument that
+    reads ``.grad`` or a local of ``fn`` assigned from ``.grad`` reads (``grads = [p.grad for p
+    in params]; torch.norm(torch.stack([torch.norm(g) for g in grads]))``)."""
+    if site.attr not in _NORMS or not isinstance(site.node, ast.Call) or not site.node.args:
+        return False
+    if not (isinstance(site.receiver, ast.Name) or isinstance(site.receiver, ast.Attribute) and site.receiver.attr == "linalg"):
+        return False  # torch.norm / torch.linalg.*, not a method of some object
+    grad_names = getattr(fn, "_grad_names", None)
+    if grad_names is None:
+        grad_names = {t.id for stmt, v, _seq in fn.assigns if _reads_grad(v, ()) for t in _targets(stmt) if isinstance(t, ast.Name)}
+        fn._grad_names = grad_names
+    return any(_reads_grad(a, grad_names) for a in site.node.args)
+
+
+def _reads_grad(node, names) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and n.attr == "grad":
+            return True
+        if isinstance(n, ast.Name) and n.id in names:
+            return True
+    return False
+
+
 def _offers_fp16(n: ast.Call) -> bool:
     """``parser.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"])``."""
     if not (isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"):

@@ -21,7 +21,7 @@ class AccelerateClipScaledGrads(Rule):
 ## What it does
 Checks, where the `Accelerator` is built with fp16 mixed precision, for
 `torch.nn.utils.clip_grad_norm_`, `clip_grad_value_`, `get_total_norm` or a gradient norm read
-(`p.grad.norm()`) between `accelerator.backward(loss)` and `optimizer.step()` with no
+(`p.grad.norm()`, `torch.norm(...)` over `.grad` or a list of them) between `accelerator.backward(loss)` and `optimizer.step()` with no
 `accelerator.unscale_gradients()` (or `accelerator.clip_grad_norm_`) before it.
 
 The precision must be known from the file: a literal `mixed_precision="fp16"`, a config dict
@@ -75,6 +75,19 @@ and `clip_grad_value_` raises under DeepSpeed and FSDP). `get_total_norm`, gradi
 and calls with other keyword arguments (`error_if_nonfinite`, `foreach`) get no fix.
 """
     valid = [
+        # the norm over the grads after unscale_gradients
+        """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="fp16")
+for batch in loader:
+    accelerator.backward(model(batch))
+    accelerator.unscale_gradients()
+    total = torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+    log(total)
+    optimizer.step()
+    optimizer.zero_grad()
+""",
         # accelerator.clip_grad_norm_ under sync_gradients (accelerate's own pattern)
         """
 import torch
@@ -122,6 +135,22 @@ for x, y in loader:
 """,
     ]
     invalid = [
+        # a gradient norm over the collected grads (it picks the clip threshold)
+        Invalid(
+            """
+import torch
+from accelerate import Accelerator
+accelerator = Accelerator(mixed_precision="fp16")
+for batch in loader:
+    accelerator.backward(model(batch))
+    if accelerator.sync_gradients:
+        grads = [p.grad for p in params if p.grad is not None]
+        total = torch.norm(torch.stack([torch.norm(g.detach(), 2) for g in grads]), 2)
+        accelerator.clip_grad_norm_(params, max_norm if total < 10 * max_norm else max_norm / 10)
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        ),
         Invalid(
             """
 import torch
@@ -223,7 +252,7 @@ for x, y in loader:
                     backs.append((s, st))
             if not backs:
                 continue
-            reads = [s for s in fn.sites if F.is_clip(s.node) or fw.grad_norm_read(s)]
+            reads = [s for s in fn.sites if F.is_clip(s.node) or fw.grad_norm_read(s) or fw.norm_of_grads(fn, s)]
             for c in reads:
                 cands = [(b, st) for b, st in backs if b.seq < c.seq and not b.exclusive_with(c) and fw.prefix(b.loops, c.loops)]
                 if not cands:
