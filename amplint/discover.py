@@ -376,16 +376,18 @@ class _WalkMemo:
 
     def save(self, files: list[str], trace: list) -> None:
         import pickle
-        import tempfile
 
+        tmp = f"{self.path}.{os.getpid()}.tmp"  # not tempfile: a warm run imports neither it nor hashlib
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path), suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
+            with open(tmp, "wb") as fh:
                 pickle.dump((self.key, trace, files), fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.path)
-        except Exception:
-            pass  # a cache that cannot be written only costs the next run a walk
+        except Exception:  # a memo that cannot be written only costs the next run a walk
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def _dir_mtime(path: str):
