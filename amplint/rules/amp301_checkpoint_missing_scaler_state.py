@@ -32,7 +32,10 @@ takes `growth_interval` (2000) clean steps.
 
 Not reported: model-only exports (no optimizer state), `"optimizer": None`, checkpoints
 whose scaler state is added elsewhere in the file (`ckpt["scaler"] = scaler.state_dict()`),
-and scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`).
+scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`), and a checkpoint
+written once after the training loop of the same function in a file that never restores an
+optimizer state (an export of the trained model; a periodic save, a save helper or a file
+that resumes is a training checkpoint).
 
 This rule is in preview until its precision is measured on more code.
 
@@ -51,6 +54,18 @@ torch.save(
 ```
 """
     valid = [
+        # one save after training, never restored: an export of the trained model
+        """
+import torch
+def train(model, loader, optimizer, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "final.pt")
+""",
         # dict(...) with the scaler state
         """
 import torch
@@ -100,6 +115,24 @@ torch.save({"optimizer": optimizer.state_dict()}, path)
 """,
     ]
     invalid = [
+        # the same save after training, and the file resumes from it
+        Invalid(
+            """
+import torch
+def train(model, loader, optimizer, epochs, resume=None):
+    scaler = torch.amp.GradScaler("cuda")
+    if resume:
+        ckpt = torch.load(resume)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+""",
+        ),
         # the checkpoint built with dict(...)
         Invalid(
             """
@@ -161,7 +194,7 @@ class Trainer:
             if "scaler" in text or "scale" in text:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, f) and k not in saved]
-            if not in_scope or any(self._registered(model, k) for k in in_scope):
+            if not in_scope or any(self._registered(model, k) for k in in_scope) or not _resumable(model, c):
                 continue
             name = str(in_scope[0][-1])
             yield self.diagnostic(
@@ -191,7 +224,7 @@ class Trainer:
             if any(self._registered(model, k, resolved=False) for k in in_scope):
                 continue
             why = self._helper_verdict(model, c, callee, facts)
-            if why is None:
+            if why is None or not _resumable(model, c):
                 continue
             name = str(in_scope[0][-1])
             helper = model.text(c.node.func)
@@ -319,3 +352,23 @@ class Trainer:
             if REGISTERS.search(model.text(c.callee)):
                 return True
         return False
+
+
+def _resumable(model, c) -> bool:
+    """Can training resume from this checkpoint? Not when it is written once, after the
+    training loop of the same function (no loop around the save; the loop that scales losses
+    ends before it), in a file that never restores an optimizer state: that is an export of
+    the trained model. Anything else (a periodic save, a save helper or method, a file that
+    restores) is taken as a training checkpoint."""
+    if c.ctx.loops:
+        return True
+    f = c.func
+    train_loops = {id(lp.node): lp.node for e in f.events if e.kind in ("backward", "step") for lp in e.loops}
+    if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
+        return True
+    for g in model.funcs:
+        for mc in g.methods:
+            if mc.called and mc.attr == "load_state_dict" and isinstance(mc.node, ast.Call):
+                if model.is_optimizer(mc.receiver_node, g) or "optim" in model.text(mc.node).lower():
+                    return True
+    return False
