@@ -109,6 +109,9 @@ class FileResult:
         self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
         self.errors: list[FileError] = [] if errors is None else errors
         self.summary = summary  # amplint.model.summary.FileSummary (project mode), None if not parsed
+        # the file may restore an optimizer state (amplint.runner._RESTORE matches its bytes):
+        # whether the project resumes training at all (AMP301); set for every file, parsed or not
+        self.restores = True
 
     def __eq__(self, other) -> bool:
         return isinstance(other, FileResult) and (self.path, self.diagnostics, self.errors) == (other.path, other.diagnostics, other.errors)

@@ -237,13 +237,16 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     everything = results + others
     summaries = {r.path: r.summary for r in everything if r.summary is not None}
     index = ProjectIndex(roots, [r.path for r in everything], summaries)
+    index.restores_optimizer = any(getattr(r, "restores", True) for r in everything)
     wanted = _users_of(index, summaries)
     out = []
     for r in results:
         if r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py") and wanted.may_import(r.path):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
-        elif r.summary is not None and not r.errors and _calls_out(index, r):
+        elif r.summary is not None and not r.errors and (
+            _calls_out(index, r) or (not index.restores_optimizer and any(d.code == "AMP301" for d in r.diagnostics))
+        ):  # a checkpoint the file alone took for a training one, in a project that never resumes
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat as stat_mod
 import threading
@@ -16,6 +17,10 @@ from amplint.diagnostics import FileError, FileResult
 
 # the analysis engine (amplint.analyze: parse, model) loads when a file needs analysing, so
 # a warm-cache run that analyses nothing does not pay for importing it
+
+# an optimizer state restored: `optimizer.load_state_dict(...)`, `opt_g.load_state_dict(...)`,
+# `x.load_state_dict(ckpt["optimizer"])` (whether the project resumes training: AMP301)
+_RESTORE = re.compile(rb"\bopt\w*\.load_state_dict\(|load_state_dict\([^)\n]*optim")
 
 SERIAL_BELOW = 24  # files to analyse; below this a pool costs more than it saves
 
@@ -77,7 +82,9 @@ def _work(path: str, known_digest: str | None = None, timeout: float | None = No
         digest = None  # --no-cache: nothing to key
     if known_digest is not None and known_digest == digest:
         return path, (st.st_mtime_ns, st.st_size), digest, None
-    return path, (st.st_mtime_ns, st.st_size), digest, _analyze_within(data, path, timeout)
+    result = _analyze_within(data, path, timeout)
+    result.restores = b"load_state_dict" in data and _RESTORE.search(data) is not None
+    return path, (st.st_mtime_ns, st.st_size), digest, result
 
 
 def _work_safe(path: str, known_digest: str | None = None, timeout: float | None = None, hash_it: bool = True):

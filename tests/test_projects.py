@@ -95,3 +95,49 @@ def test_explain_unknown_function_and_missing_file():
     assert "no analysed function `nope`" in p.stdout
     p = run_amplint("explain", "missing.py", cwd=root)
     assert p.returncode == 2 and "error: missing.py" in p.stderr
+
+
+EXPORT = """import torch
+from helpers import save_checkpoint
+
+
+def train(model, loader, optimizer, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "final.pt")
+"""
+HELPERS = """import torch
+
+
+def save_checkpoint(state, path):
+    torch.save(state, path)
+"""
+RESUME = """import torch
+
+
+def resume(path, model, optimizer):
+    ckpt = torch.load(path)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+"""
+
+
+@pytest.mark.parametrize("resumes", [False, True])
+def test_a_checkpoint_saved_once_after_training_matters_only_if_the_project_resumes(tmp_path, resumes):
+    """AMP301 on a save after the training loop: an export when no file of the project
+    restores an optimizer state (silent), a training checkpoint when one does (another
+    module here, so only project mode can tell); the file alone is taken to resume."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "train.py").write_text(EXPORT)
+    (tmp_path / "helpers.py").write_text(HELPERS)
+    if resumes:
+        (tmp_path / "resume.py").write_text(RESUME)
+    p = run_amplint("check", "--no-cache", "--preview", "--select", "AMP301", "--output-format", "concise", ".", cwd=tmp_path)
+    assert ("train.py:12:5: AMP301" in p.stdout) == resumes, p.stdout
+    # pre-commit passing the one file: the index still covers the project
+    p = run_amplint("check", "--no-cache", "--preview", "--select", "AMP301", "--output-format", "concise", "train.py", cwd=tmp_path)
+    assert ("train.py:12:5: AMP301" in p.stdout) == resumes, p.stdout

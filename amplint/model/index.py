@@ -71,6 +71,9 @@ class ProjectIndex:
         self._full: dict[str, FileSummary | None] = {}
         self._facts: dict[tuple[str, str], Facts | None] = {}
         self.reads: set[str] = set()  # files whose summaries a query used (for cache keys)
+        # does any file of the project restore an optimizer state (resume training)? None: not
+        # known (one file alone); set by the pipeline from every file's bytes
+        self.restores_optimizer: bool | None = None
 
     # ------------------------------------------------------------------ summaries
     def summary(self, path: str) -> FileSummary | None:

@@ -33,9 +33,10 @@ takes `growth_interval` (2000) clean steps.
 Not reported: model-only exports (no optimizer state), `"optimizer": None`, checkpoints
 whose scaler state is added elsewhere in the file (`ckpt["scaler"] = scaler.state_dict()`),
 scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`), and a checkpoint
-written once after the training loop of the same function in a file that never restores an
-optimizer state (an export of the trained model; a periodic save, a save helper or a file
-that resumes is a training checkpoint).
+written once after the training loop of the same function in a project none of whose files
+restores an optimizer state (`optimizer.load_state_dict(...)`): an export of the trained
+model. A periodic save, a save helper or method, or a project that resumes makes it a
+training checkpoint; a file checked outside a project is taken to resume.
 
 This rule is in preview until its precision is measured on more code.
 
@@ -54,18 +55,6 @@ torch.save(
 ```
 """
     valid = [
-        # one save after training, never restored: an export of the trained model
-        """
-import torch
-def train(model, loader, optimizer, epochs):
-    scaler = torch.amp.GradScaler("cuda")
-    for epoch in range(epochs):
-        for x in loader:
-            scaler.scale(model(x)).backward()
-            scaler.step(optimizer)
-            scaler.update()
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "final.pt")
-""",
         # dict(...) with the scaler state
         """
 import torch
@@ -356,19 +345,15 @@ class Trainer:
 
 def _resumable(model, c) -> bool:
     """Can training resume from this checkpoint? Not when it is written once, after the
-    training loop of the same function (no loop around the save; the loop that scales losses
-    ends before it), in a file that never restores an optimizer state: that is an export of
-    the trained model. Anything else (a periodic save, a save helper or method, a file that
-    restores) is taken as a training checkpoint."""
+    training loop of the same function (no loop around the save; the loops that scale losses
+    end before it), and no file of the project restores an optimizer state: that is an export
+    of the trained model. A periodic save, a save helper or method, or a project that
+    resumes (known only in project mode; a file alone is taken to resume) is a training
+    checkpoint."""
     if c.ctx.loops:
         return True
     f = c.func
     train_loops = {id(lp.node): lp.node for e in f.events if e.kind in ("backward", "step") for lp in e.loops}
     if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
         return True
-    for g in model.funcs:
-        for mc in g.methods:
-            if mc.called and mc.attr == "load_state_dict" and isinstance(mc.node, ast.Call):
-                if model.is_optimizer(mc.receiver_node, g) or "optim" in model.text(mc.node).lower():
-                    return True
-    return False
+    return getattr(model.index, "restores_optimizer", None) is not False
