@@ -284,13 +284,14 @@ def test_select_all_needs_preview_for_preview_rules(proj):
             """\
             import torch
             scaler = torch.amp.GradScaler("cuda")
-            for x in loader:
-                with torch.autocast("cuda"):
-                    loss = model(x)
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "ckpt.pt")
+            for epoch in range(epochs):
+                for x in loader:
+                    with torch.autocast("cuda"):
+                        loss = model(x)
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "ckpt.pt")
             """
         )
     )
