@@ -109,7 +109,7 @@ class FileResult:
         self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
         self.errors: list[FileError] = [] if errors is None else errors
         self.summary = summary  # amplint.model.summary.FileSummary (project mode), None if not parsed
-        # the file may restore an optimizer state (amplint.runner._RESTORE matches its bytes):
+        # the file may restore an optimizer state (amplint.runner._restores on its bytes):
         # whether the project resumes training at all (AMP301); set for every file, parsed or not
         self.restores = True
 

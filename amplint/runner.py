@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import stat as stat_mod
 import threading
@@ -18,9 +17,18 @@ from amplint.diagnostics import FileError, FileResult
 # the analysis engine (amplint.analyze: parse, model) loads when a file needs analysing, so
 # a warm-cache run that analyses nothing does not pay for importing it
 
-# an optimizer state restored: `optimizer.load_state_dict(...)`, `opt_g.load_state_dict(...)`,
-# `x.load_state_dict(ckpt["optimizer"])` (whether the project resumes training: AMP301)
-_RESTORE = re.compile(rb"\bopt\w*\.load_state_dict\(|load_state_dict\([^)\n]*optim")
+def _restores(data: bytes) -> bool:
+    """May the file restore an optimizer state: a ``load_state_dict(`` on a line that names
+    ``opt`` (``optimizer.load_state_dict(...)``, ``x.load_state_dict(ckpt["optimizer"])``)?
+    Whether the project resumes training (AMP301). Plain finds: a regex costs 6x more."""
+    pos = data.find(b"load_state_dict(")
+    while pos != -1:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        if data.find(b"opt", start, end if end != -1 else len(data)) != -1:
+            return True
+        pos = data.find(b"load_state_dict(", pos + 16)
+    return False
 
 SERIAL_BELOW = 24  # files to analyse; below this a pool costs more than it saves
 
@@ -83,7 +91,7 @@ def _work(path: str, known_digest: str | None = None, timeout: float | None = No
     if known_digest is not None and known_digest == digest:
         return path, (st.st_mtime_ns, st.st_size), digest, None
     result = _analyze_within(data, path, timeout)
-    result.restores = b"load_state_dict" in data and _RESTORE.search(data) is not None
+    result.restores = _restores(data)
     return path, (st.st_mtime_ns, st.st_size), digest, result
 
 
@@ -156,8 +164,10 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
         from amplint import analyze as engine
 
         ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-        n = max(1, min(64, len(todo) // (jobs * 8)))
-        chunks = [todo[i : i + n] for i in range(0, len(todo), n)]
+        # strided chunks: the files of one directory (a folder of 2,000-line training scripts)
+        # spread over all chunks, so no worker is left with the heavy tail alone
+        k = max(1, len(todo) // max(1, min(64, len(todo) // (jobs * 8))))
+        chunks = [todo[i::k] for i in range(k)]
         with ProcessPoolExecutor(
             max_workers=jobs, mp_context=ctx, initializer=engine.configure, initargs=(engine.TARGET_TORCH_VERSION, engine.RULE_CODES)
         ) as pool:
