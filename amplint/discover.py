@@ -368,7 +368,7 @@ class _WalkMemo:
             with open(self.path, "rb") as fh:
                 data = pickle.load(fh)
             if data[0] == key and all(
-                _stamp(p)[1:] == (m, z) if z != -1 else _dir_mtime(p) == m for p, m, z in data[1]
+                _stamp(p)[1:] == (m, z) if z != -1 else _stamp(p)[1] == m for p, m, z in data[1]
             ) and all(m is not None for _p, m, _z in data[1]):
                 self.files = list(data[2])
         except Exception:
@@ -389,9 +389,3 @@ class _WalkMemo:
             except OSError:
                 pass
 
-
-def _dir_mtime(path: str):
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return None

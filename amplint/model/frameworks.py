@@ -155,6 +155,7 @@ class Fn:
         self.self_name = self_name
         self.sites: list[Site] = []
         self.assigns: list[tuple[ast.stmt, ast.expr, int]] = []  # (stmt, value, seq) for Assign/AnnAssign
+        self.grad_names: set[str] | None = None  # locals assigned from `.grad` reads (norm_of_grads), made once
 
     @property
     def name(self) -> str:
@@ -826,11 +827,9 @@ def norm_of_grads(fn, site: Site) -> bool:
         return False
     if not (isinstance(site.receiver, ast.Name) or isinstance(site.receiver, ast.Attribute) and site.receiver.attr == "linalg"):
         return False  # torch.norm / torch.linalg.*, not a method of some object
-    grad_names = getattr(fn, "_grad_names", None)
-    if grad_names is None:
-        grad_names = {t.id for stmt, v, _seq in fn.assigns if _reads_grad(v, ()) for t in _targets(stmt) if isinstance(t, ast.Name)}
-        fn._grad_names = grad_names
-    return any(_reads_grad(a, grad_names) for a in site.node.args)
+    if fn.grad_names is None:
+        fn.grad_names = {t.id for stmt, v, _seq in fn.assigns if _reads_grad(v, ()) for t in _targets(stmt) if isinstance(t, ast.Name)}
+    return any(_reads_grad(a, fn.grad_names) for a in site.node.args)
 
 
 def _reads_grad(node, names) -> bool:

@@ -249,10 +249,11 @@ def main(args):
             if not casts:
                 continue
             span = _training_span(fn)
+            ifs = [n for n in ast.walk(fn.node) if isinstance(n, ast.If)] if isinstance(fn.node, ast.AST) else []
             for name, node, stmt, seq in casts:
                 if span is not None and stmt.lineno > span[1]:
                     continue  # after the training loop: a cast for saving or inference
-                if _under_frozen_branch(fn, stmt):
+                if _under_frozen_branch(ifs, stmt):
                     continue
                 if self._recast_or_frozen(F, fn, name, seq, node, span):
                     continue
@@ -417,13 +418,11 @@ def _training_span(fn) -> tuple[int, int] | None:
     return min(a for a, _ in spans), max(b for _, b in spans)
 
 
-def _under_frozen_branch(fn, stmt) -> bool:
+def _under_frozen_branch(ifs, stmt) -> bool:
     """``stmt`` runs only in a branch whose test names training (``if not
     args.train_text_encoder:``): the cast module is frozen there, or trained only in the other
     branch."""
-    for n in ast.walk(fn.node) if isinstance(fn.node, ast.AST) else ():
-        if not isinstance(n, ast.If):
-            continue
+    for n in ifs:
         inside = [b and b[0].lineno <= stmt.lineno <= (b[-1].end_lineno or b[-1].lineno) for b in (n.body, n.orelse)]
         if "train" in ast.unparse(n.test).lower() and any(inside):
             return True
