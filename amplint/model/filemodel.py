@@ -153,8 +153,13 @@ class FileModel:
         """``(path, FuncSummary, Facts)`` of the project function ``call`` calls (same file or
         another module of the project), or None when it does not resolve (unknown)."""
         callee = call.callee
-        if isinstance(callee, ast.Name) and call.qualname == callee.id and not self._may_be_own_function(callee.id, call.func):
-            return None
+        if isinstance(callee, ast.Name) and call.qualname == callee.id:
+            inner = self._nested_def(callee.id, call.func)
+            if inner is not None:  # a helper defined in an enclosing function, called through the closure
+                hit = self.index.lookup(self.path, inner.qualname)
+                return None if hit is None else (hit[0], hit[1], self.index.facts(*hit))
+            if not self._may_be_own_function(callee.id, call.func):
+                return None
         hit = self._resolve_in_project(callee, call.qualname, call.func)
         if hit is None:
             return None
@@ -189,6 +194,18 @@ class FileModel:
             return None
         q = qualify(made[0].value.func, made[0].func.scopes()) if made[0].func is not None else None
         return q if q and not q.startswith("torch.") else None
+
+    def _nested_def(self, name: str, func) -> Func | None:
+        """The function ``name`` denotes when it is defined inside ``func`` or a function
+        around it (not at module level), else None."""
+        g = func
+        while g is not None and g.node is not self.tree:
+            if name in g.nested:
+                return g.nested[name]
+            if name in g.params:
+                return None
+            g = g.parent
+        return None
 
     def _may_be_own_function(self, name: str, func) -> bool:
         """Can the bare, unimported ``name`` be a function defined in this file? Not a local
@@ -452,7 +469,7 @@ class FileModel:
             for a in e.node.args:
                 names |= {n.id for n in ast.walk(a) if isinstance(n, ast.Name)}
         for loop in reversed(e.loops):
-            if names and loop.targets & names:
+            if names and (loop.targets & names or _derived_in(loop, names)):
                 continue
             return loop
         return None
@@ -501,3 +518,16 @@ def _segment(lines: list[str], node: ast.AST) -> str | None:
     if row == erow:
         return _cut(lines[row], col, ecol)
     return "".join([_cut(lines[row], col, None), *lines[row + 1 : erow], _cut(lines[erow], None, ecol)])
+
+
+def _derived_in(loop: Loop, names: set[str]) -> bool:
+    """Is one of ``names`` assigned in the loop's body from the loop's own targets
+    (``for group in groups: opt = self.optimizers[group]``): a loop over optimizers?"""
+    if not loop.targets:
+        return False
+    for st in getattr(loop.node, "body", ()):
+        if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in st.targets):
+            if any(isinstance(n, ast.Name) and n.id in loop.targets for n in ast.walk(st.value)):
+                return True
+    return False
+

@@ -152,6 +152,10 @@ class ProjectIndex:
                     return self._lookup(cand, ".".join(parts[i:]))
         return None
 
+    def lookup(self, path: str, qual: str) -> tuple[str, FuncSummary] | None:
+        """The function ``qual`` (qualified within its file: ``f``, ``C.m``, ``f.inner``) of ``path``."""
+        return self._lookup(absolute(path), qual)
+
     def _lookup(self, ap: str, qual: str) -> tuple[str, FuncSummary] | None:
         s = self.summary(ap)
         if s is None:

@@ -165,7 +165,7 @@ def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[st
         if rows is not None and not _holds_row(rows, node):
             out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
             continue
-        out.functions[qual] = _Summariser(node, qual, cls, scope).run()
+        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions).run()
     # the module's own statements (a training script at top level): only what it calls
     top = _Summariser(None, MODULE, None, scope)
     top.block([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], False)
@@ -264,8 +264,10 @@ def _calls_in(node):
 
 
 class _Summariser:
-    def __init__(self, node, qual, cls, module_scope):
+    def __init__(self, node, qual, cls, module_scope, registry=None, outer=None):
         self.node = node
+        self.registry = registry  # the file's summaries: nested helpers are entered too, by qualified name
+        self.outer = outer  # the enclosing function's summariser: its helpers are callable here (closures)
         if node is None:  # the module body
             node = ast.FunctionDef(name=qual, args=ast.arguments([], [], None, [], [], None, []), body=[], decorator_list=[], lineno=1)
         args = node.args
@@ -309,7 +311,11 @@ class _Summariser:
 
     def stmt(self, st, in_ac) -> None:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.nested[st.name] = _Summariser(st, f"{self.s.qualname}.{st.name}", None, self.scope).run()
+            qual = f"{self.s.qualname}.{st.name}"
+            inner = _Summariser(st, qual, None, self.scope, self.registry, self).run()
+            self.nested[st.name] = inner
+            if self.registry is not None and qual not in self.registry:
+                self.registry[qual] = inner
             return
         if isinstance(st, ast.ClassDef):
             return
@@ -391,9 +397,20 @@ class _Summariser:
             finally:
                 self.escaped.update(handed)  # what the callee did to the dict is not known here
 
+    def _helper(self, name: str) -> FuncSummary | None:
+        """The helper ``name`` defined in this function or an enclosing one (a sibling
+        defined before this function, called through the closure)."""
+        s = self
+        while s is not None:
+            if name in s.nested:
+                return s.nested[name]
+            s = s.outer
+        return None
+
     def _call(self, n, func, q, in_ac) -> None:
-        if isinstance(func, ast.Name) and func.id in self.nested:
-            self._inline(n, self.nested[func.id])
+        inner = self._helper(func.id) if isinstance(func, ast.Name) else None
+        if inner is not None:
+            self._inline(n, inner)
             return
         callee = q
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:

@@ -146,6 +146,15 @@ scaler = DynamicLossScaler(init_scale=128)
 for x in loader:
     scaler.step(opt)
 """,
+        # a step helper that loops over the optimizers by name; its caller updates
+    """
+import torch
+class Optimizers:
+    def step_some(self, grad_scaler: torch.amp.GradScaler, groups):
+        for group in groups:
+            optimizer = self.optimizers[group]
+            grad_scaler.step(optimizer)
+""",
     ]
     invalid = [
         Invalid(

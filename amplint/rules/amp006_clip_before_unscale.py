@@ -280,8 +280,11 @@ for x in loader:
             if u.kind == "unscale" and u.scaler == b.scaler and u.seq < c.seq and u.co_occurs(c):
                 return True
         # a helper called between backward and clip that may unscale
+        inside = {id(x) for x in ast.walk(c.node)} if c.node is not None else set()
         for call in f.calls:
-            if not (b.seq < call.seq < c.seq):
+            if not (b.seq < call.seq < c.seq) or id(call.node) in inside:
+                continue  # `clip_grad_norm_(self.parameters(), ...)`: the clip's own argument
+            if _module_reader(call.callee):
                 continue
             callee = model.resolve_callee(call)
             if callee is not None:
@@ -295,6 +298,14 @@ for x in loader:
             elif b.scaler and b.scaler[0] == "A" and model.calls_self_unknown(call):
                 return True
         return False
+
+
+_MODULE_READERS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "state_dict"})
+
+
+def _module_reader(callee) -> bool:
+    """``self.parameters()``, ``model.named_parameters()``: an ``nn.Module`` method that reads, never unscales."""
+    return isinstance(callee, ast.Attribute) and callee.attr in _MODULE_READERS
 
 
 def _divided_by_scale(c) -> bool:

@@ -278,6 +278,8 @@ for i, x in enumerate(loader):
             ]
             if not steps:
                 continue
+            if _one_optimizer(model, f, loop):
+                continue  # the loop runs once: one optimizer in the collection
             if any(
                 b.kind == "backward" and b.scaled and b.scaler == u.scaler and loop in b.loops and b.seq < steps[0].seq
                 for b in f.events
@@ -354,3 +356,42 @@ def _names(nodes):
         for x in ast.walk(n):
             if isinstance(x, ast.Name):
                 yield x.id
+
+
+def _one_optimizer(model, f, loop) -> bool:
+    """Does the loop go over ``self.<attr>`` (``.keys()``/``.values()``/``.items()``, directly or
+    through one local: ``names = self.optimizers.keys()``), a dict that the file fills with
+    one literal key only (``self.optimizers["model"] = ...``)? Then it runs once."""
+    it = getattr(loop.node, "iter", None)
+    if isinstance(it, ast.Name):
+        vals = [a.value for a in model.assigns.get(model.key_of_expr(it, f), ()) if a.func is f]
+        it = vals[0] if len(vals) == 1 else None
+    if isinstance(it, ast.ListComp) and len(it.generators) == 1:
+        it = it.generators[0].iter
+        if isinstance(it, ast.Name):
+            vals = [a.value for a in model.assigns.get(model.key_of_expr(it, f), ()) if a.func is f]
+            it = vals[0] if len(vals) == 1 else None
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("keys", "values", "items") and not it.args:
+        it = it.func.value
+    if not (isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == f.self_name):
+        return False
+    attr, keys = it.attr, set()
+    for n in ast.walk(model.tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)) and _is_attr(n.value, attr):
+            if not (isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)):
+                return False
+            keys.add(n.slice.value)
+        elif isinstance(n, ast.Assign) and any(_is_attr(t, attr) for t in n.targets):
+            v = n.value
+            if isinstance(v, ast.Dict) and v.keys:
+                return False
+            if not isinstance(v, (ast.Dict, ast.DictComp)):
+                return False  # a list, a call: its length is unknown
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("update", "setdefault", "append", "extend") and _is_attr(n.func.value, attr):
+            return False
+    return len(keys) == 1
+
+
+def _is_attr(node, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "self"
+

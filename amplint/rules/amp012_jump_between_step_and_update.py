@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from amplint.model.queries_extra import contains, end_pos, enclosing_loops, exclusive_stmts, jumps, pos
+from amplint.model.queries_extra import ancestry, contains, end_pos, enclosing_loops, exclusive_stmts, jumps, pos
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import same_iteration, scaler_disabled, scaler_text
 
@@ -13,14 +13,19 @@ class JumpBetweenStepAndUpdate(Rule):
     summary = "`continue`/`break`/`return` on a path between `scaler.step()` and `scaler.update()`"
     docs = """
 ## What it does
-Checks for a `continue`, `break` or `return` that can run after `scaler.step(optimizer)` and
-before the iteration's `scaler.update()`, skipping the update on that path.
+Checks for a `continue`, `break` or `return` that can run after `scaler.step(optimizer)` (or
+`scaler.unscale_(optimizer)`) and before the iteration's `scaler.update()`, skipping the
+update on that path: placed between them, or in the other arm of an `if` whose arm updates
+(`if math.isfinite(norm): step; update` / `else: return`).
 
 ## Why is this bad?
 The scaler keeps the optimizer's "stepped" state until `update()`. When an iteration steps
 but skips the update, the next iteration's step raises
 `RuntimeError: step() has already been called since the last update().` (with `unscale_`
-first: `RuntimeError: unscale_() is being called after step().`). Measured: `continue` after
+first: `RuntimeError: unscale_() is being called after step().`). After an `unscale_` with
+no update, the next `unscale_` raises `RuntimeError: unscale_() has already been called on
+this optimizer since the last update().`: a skip on a non-finite gradient norm, which fp16
+overflow produces, crashes the run at the first overflow. Measured: `continue` after
 the step raises on the next iteration; `break` out of the batch loop raises in the next
 epoch; `return` from a per-iteration step function raises on the next call.
 
@@ -133,8 +138,45 @@ for i, x in enumerate(loader):
         break
     scaler.update()
 """,
+        # the skip path updates before leaving (the scale backs off)
+    """
+import math, torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, loss):
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        if math.isfinite(norm):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            return True
+        else:
+            self.scaler.update()
+            return False
+""",
     ]
     invalid = [
+        # unscale_, then a skip branch that leaves without update(): the next unscale_ raises
+        Invalid(
+            """
+import math, torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_step(self, loss):
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        if math.isfinite(norm):
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            return True
+        else:
+            return False
+""",
+        ),
         Invalid(
             """
 import torch
@@ -187,7 +229,7 @@ for epoch in range(epochs):
         for f in model.funcs:
             js = None
             for s in f.events:
-                if s.kind != "step" or scaler_disabled(model, s.scaler):
+                if s.kind not in ("step", "unscale") or scaler_disabled(model, s.scaler):
                     continue
                 ups = [
                     u for u in f.events
@@ -202,7 +244,9 @@ for epoch in range(epochs):
                 if js is None:
                     js = jumps(model, f)
                 for j in js:
-                    if not (end_pos(s.stmt) <= pos(j) and end_pos(j) <= pos(u.stmt)):
+                    if end_pos(s.stmt) > pos(j):
+                        continue
+                    if end_pos(j) > pos(u.stmt) and not self._other_arm(model, f, j, ups):
                         continue
                     if exclusive_stmts(model, f, s.stmt, j):
                         continue
@@ -212,16 +256,29 @@ for epoch in range(epochs):
                         continue
                     st = scaler_text(model, f, s.scaler)
                     word = type(j).__name__.lower()
+                    if s.kind == "step":
+                        what, error = "step", "step() has already been called since the last update()."
+                    else:
+                        what, error = "unscale_", "unscale_() has already been called on this optimizer since the last update()."
                     yield self.diagnostic(
                         model,
                         j,
-                        f"`{word}` (line {j.lineno}) skips `{st}.update()` after `{st}.step({s.optimizer or ''})` "
-                        f"(line {s.node.lineno}): the next step raises \"RuntimeError: step() has already been called "
-                        f"since the last update().\"; call `update()` before leaving",
+                        f"`{word}` (line {j.lineno}) skips `{st}.update()` after `{st}.{what}({s.optimizer or ''})` "
+                        f"(line {s.node.lineno}): the next {what} raises \"RuntimeError: {error}\"; call "
+                        f"`update()` before leaving",
                         None,
                         j,
                     )
                     break
+
+
+    @staticmethod
+    def _other_arm(model, f, j, ups) -> bool:
+        """Is the jump in the other arm of an ``if`` from every update (``if ok: step; update``
+        / ``else: return``)? Not in an ``except`` handler (a failure path, left alone)."""
+        if any(isinstance(owner, ast.ExceptHandler) for owner, _f, _i in ancestry(model, f, j)):
+            return False
+        return all(exclusive_stmts(model, f, u.stmt, j) for u in ups)
 
     @staticmethod
     def _leaves(model, f, s, u, j) -> bool:

@@ -18,6 +18,15 @@ def _ends_path(stmts) -> bool:
     )
 
 
+def _opt_level_switch(test) -> bool:
+    """``opt_level != "O0"`` (apex's own off level): apex's on/off switch, not a choice of backend."""
+    return (
+        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.Eq))
+        and "opt_level" in ast.unparse(test.left)
+        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "O0"
+    )
+
+
 class ApexAmp(Rule):
     code = "AMP104"
     name = "apex-amp"
@@ -120,8 +129,28 @@ def setup(model, optimizer, args):
         model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)
     return model, optimizer
 """,
+        # apex behind an availability probe with a native fallback under the same test
+    """
+try:
+    from apex import amp
+except ImportError:
+    amp = None
+if amp is not None and args.apex:
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+""",
     ]
     invalid = [
+        # apex's own opt level is the only switch: apex is the mixed-precision path
+        Invalid(
+            """
+try:
+    from apex import amp
+except ImportError:
+    amp = None
+if args.amp_opt_level != "O0":
+    model, optimizer = amp.initialize(model, optimizer, opt_level=args.amp_opt_level)
+""",
+        ),
         # the guarded import, used unconditionally: apex is still the default path
         Invalid(
             """
@@ -209,6 +238,8 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
             if node is None:
                 return True  # a try/match arm: a condition
             if any(x is r.node for x in ast.walk(node)):
+                if _opt_level_switch(node.test):
+                    continue  # `if args.opt_level != "O0":` turns apex on or off: no other backend
                 return True  # the call sits in an arm of this if
             # the call follows the if: the literal says the other arm ended the path
             # (`if amp is None: raise ...`), which is no fallback

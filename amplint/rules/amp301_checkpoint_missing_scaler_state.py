@@ -32,11 +32,13 @@ takes `growth_interval` (2000) clean steps.
 
 Not reported: model-only exports (no optimizer state), `"optimizer": None`, checkpoints
 whose scaler state is added elsewhere in the file (`ckpt["scaler"] = scaler.state_dict()`),
-scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`), and a checkpoint
-written once after the training loop of the same function in a project none of whose files
-restores an optimizer state (`optimizer.load_state_dict(...)`): an export of the trained
-model. A periodic save, a save helper or method, or a project that resumes makes it a
-training checkpoint; a file checked outside a project is taken to resume.
+scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`), and any
+checkpoint of a project none of whose files restores an optimizer state
+(`optimizer.load_state_dict(...)`): nothing resumes from it, so the scaler state would never
+be read. In a project that resumes, a checkpoint written once after the training loop of
+the same function is still taken for an export of the trained model; a periodic save, a
+save helper or method makes it a training checkpoint. A file checked outside a project is
+taken to resume.
 
 This rule is in preview until its precision is measured on more code.
 
@@ -102,8 +104,43 @@ scaler = torch.amp.GradScaler("cuda")
 checkpointer = Checkpointer(model, optimizer, scaler=scaler)
 torch.save({"optimizer": optimizer.state_dict()}, path)
 """,
+        # the sibling save helper is given the scaler state too
+    """
+import torch
+def main(args):
+    def save_ckp(state, path):
+        torch.save(state, path)
+    def train(loader, scaler):
+        for step, x in enumerate(loader):
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            if step % 100 == 0:
+                save_ckp({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, "ckpt.pt")
+    scaler = torch.amp.GradScaler("cuda")
+    train(loader, scaler)
+""",
     ]
     invalid = [
+        # a save helper defined beside the training function, inside main (closures)
+        Invalid(
+            """
+import torch
+def main(args):
+    def save_ckp(state, path):
+        torch.save(state, path)
+    def train(loader, scaler):
+        for step, x in enumerate(loader):
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            if step % 100 == 0:
+                checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+                save_ckp(checkpoint, "ckpt.pt")
+    scaler = torch.amp.GradScaler("cuda")
+    train(loader, scaler)
+""",
+        ),
         # the same save after training, and the file resumes from it
         Invalid(
             """
@@ -350,6 +387,8 @@ def _resumable(model, c) -> bool:
     of the trained model. A periodic save, a save helper or method, or a project that
     resumes (known only in project mode; a file alone is taken to resume) is a training
     checkpoint."""
+    if getattr(model.index, "restores_optimizer", None) is False:
+        return False  # nothing in the project resumes from an optimizer state
     if c.ctx.loops:
         return True
     f = c.func

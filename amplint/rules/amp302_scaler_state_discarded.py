@@ -109,7 +109,11 @@ Checks for a GradScaler whose learned state is thrown away during training:
   from a loop, once per epoch;
 * `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training;
 * `scaler = restore(path, scaler)` (a project function, in this file or another module, that
-  calls `load_state_dict` on the scaler it is given) followed by `scaler = GradScaler(...)`.
+  calls `load_state_dict` on the scaler it is given) followed by `scaler = GradScaler(...)`;
+* `scaler.state_dict()` saved in a checkpoint that the file resumes from (it restores the
+  optimizer, or loads state under an `if` that names resuming), while nothing ever restores
+  the scaler: no `load_state_dict` on it, it is handed to no other code, and the checkpoint
+  key it is saved under is not read anywhere in the file.
 
 ## Why is this bad?
 The scaler learns its loss scale: it starts at 65536, halves on every overflow and grows
@@ -124,7 +128,11 @@ Not reported: a loop that starts a new run (its body builds a new optimizer or m
 its target names folds, seeds, trials or configs), a function that builds its own optimizer
 or returns the scaler, a lazy construction under a condition the uses do not share (`if
 scaler is None:`, `if epoch == 0:`), `load_state_dict` before the construction, and scalers
-constructed with `enabled=False`.
+constructed with `enabled=False`. For a saved state that is never restored: a scaler held in
+an attribute (`self.scaler`: other code may restore it), a scaler passed to any call (a
+restore helper may load it), a checkpoint key named again in the file (`ckpt["scaler"]`, a
+generic `for k in ("model", "scaler")` restore), and files that only load weights outside a
+resume branch (evaluation of the best model).
 
 ## Example
 ```python
@@ -236,8 +244,82 @@ def run(cfg, loader):
 for cfg in configs:
     run(cfg, loader)
 """,
+        # the saved scaler state is restored on resume
+        """
+import torch
+if args.resume:
+    ckpt = torch.load(args.resume)
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+scaler = torch.amp.GradScaler("cuda")
+if args.resume:
+    scaler.load_state_dict(ckpt["scaler"])
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, "last.pt")
+""",
+        # a restore helper is given the scaler
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+if args.resume:
+    optimizer.load_state_dict(torch.load(args.resume)["optimizer"])
+    load_amp_state(args.resume, scaler)
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+torch.save({"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, "last.pt")
+""",
+        # a generic restore names the checkpoint key again
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+objs = {"model": model, "optimizer": optimizer}
+if args.resume:
+    ckpt = torch.load(args.resume)
+    for k in ("model", "optimizer", "scaler"):
+        if k in objs:
+            objs[k].load_state_dict(ckpt[k])
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, "last.pt")
+""",
+        # the only load evaluates the best weights after training: no resume
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, "best.pt")
+model.load_state_dict(torch.load("best.pt")["model"])
+evaluate(model)
+""",
     ]
     invalid = [
+        # the state is saved, the resume restores the weights only
+        Invalid(
+            """
+import torch
+if args.resume:
+    checkpoint = torch.load(args.resume)
+    net.load_state_dict(checkpoint["net"])
+scaler = torch.amp.GradScaler("cuda", enabled=args.amp)
+for epoch in range(epochs):
+    for x in loader:
+        scaler.scale(net(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    state = {"net": net.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}
+    torch.save(state, "ckpt.pth")
+""",
+        ),
         Invalid(
             """
 import torch
@@ -311,6 +393,7 @@ class Trainer:
 
     def check(self, model):
         seen = set()
+        yield from self._never_restored(model)
         for key in model.scaler_keys():
             ctors = model.constructions(key)
             if not ctors or scaler_disabled(model, key):
@@ -444,3 +527,80 @@ class Trainer:
                 return None
             return self._replaced(model, a, f"that `{model.text(c.node.func)}(...)` restored", c.node.lineno, "drop the new construction")
         return None
+
+    def _never_restored(self, model):
+        """The scaler's state is saved under a key of the checkpoint, the file resumes from a
+        checkpoint (a restore of the optimizer, or a ``load_state_dict`` under an ``if`` that
+        names resuming), and nothing can ever load the scaler: no ``load_state_dict`` on it,
+        it is handed to no other code, and the checkpoint key is read nowhere in the file."""
+        resumes = _resume_loads(model)
+        if not resumes:
+            return
+        for key in model.scaler_keys():
+            if key[0] not in ("L", "G") or scaler_disabled(model, key) or not _uses(model, key):
+                continue
+            saves = [e for e in model.events("scaler_state") if e.scaler == key]
+            if not saves or model.escapes(key, None):
+                continue
+            if any(m.attr == "load_state_dict" and m.receiver == key for f in model.funcs for m in f.methods):
+                continue
+            names = [_saved_under(e) for e in saves]
+            if None in names or any(_read_elsewhere(model, n, names.count(n)) for n in set(names)):
+                continue
+            r = resumes[0]
+            name = str(key[-1])
+            yield self.diagnostic(
+                model, saves[0].node,
+                f"`{name}.state_dict()` is saved in the checkpoint (key {names[0]!r}) but never restored: the "
+                f"resume on line {r.node.lineno} loads `{model.text(r.receiver_node)}` and not the scaler, so a resumed "
+                f"run restarts the loss scale at 65536 and skips steps while it re-learns it; call "
+                f"`{name}.load_state_dict(checkpoint[{names[0]!r}])` after building the scaler",
+                None, saves[0].stmt,
+            )
+            return
+
+
+RESUME = re.compile(r"resum|restor|restart|continu|load_from|from_ckpt|start_epoch|load_ckpt|load_checkpoint", re.IGNORECASE)
+
+
+def _resume_loads(model) -> list:
+    """``load_state_dict`` calls that resume training: into an optimizer, or under an ``if``
+    whose test names resuming (``if args.resume:``)."""
+    out = []
+    for f in model.funcs:
+        for m in f.methods:
+            if not m.called or m.attr != "load_state_dict" or m.receiver_node is None:
+                continue
+            if model.is_optimizer(m.receiver_node, f) or any(lit.key and RESUME.search(lit.key) for lit in m.ctx.lits):
+                out.append(m)
+    out.sort(key=lambda m: m.node.lineno)
+    return out
+
+
+def _saved_under(e) -> str | None:
+    """The string key under which the ``scaler.state_dict()`` call of event ``e`` is stored:
+    ``{"scaler": scaler.state_dict()}``, ``dict(scaler=...)``, ``ckpt["scaler"] = ...``."""
+    call = e.node
+    for n in ast.walk(e.stmt):
+        if isinstance(n, ast.Dict):
+            for k, v in zip(n.keys, n.values):
+                if v is call:
+                    return k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "dict":
+            for kw in n.keywords:
+                if kw.value is call:
+                    return kw.arg
+        elif isinstance(n, ast.Assign) and n.value is call and len(n.targets) == 1:
+            t = n.targets[0]
+            if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                return t.slice.value
+    return None
+
+
+def _read_elsewhere(model, name: str, saves: int) -> bool:
+    """Is the checkpoint key ``name`` written in the file more often than the ``saves`` that
+    store the scaler under it (a restore reads ``ckpt["scaler"]``; a generic restore,
+    ``for k in ("model", "scaler"): ...``, names it too)?"""
+    text = model.source
+    quoted = text.count(f'"{name}"') + text.count(f"'{name}'")
+    return quoted > saves
