@@ -206,7 +206,11 @@ def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES, memo_dir: 
                 prefix = "" if rel == "." else rel + "/"
             anc = bool(prefix) and ex.spec.ancestors_hit(prefix)
             trace = [] if memo is not None else None
-            _walk(p, prefix, anc, ex, settings.respect_gitignore, files, seen, suffixes, [], trace=trace)
+            deferred: list = []
+            _walk(p, prefix, anc, ex, settings.respect_gitignore, files, seen, suffixes, [], trace=trace, deferred=deferred)
+            while deferred:
+                d, sub_prefix, sub_anc, sub_stack, st = deferred.pop(0)
+                _walk(d, sub_prefix, sub_anc, ex, settings.respect_gitignore, files, seen, suffixes, sub_stack, st, trace, deferred)
             if memo is not None:
                 memo.save(files, trace)
         elif os.path.lexists(p):
@@ -256,11 +260,14 @@ def _gitignore(d: str) -> _FastSpec | None:
         return None
 
 
-def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_stat=None, trace=None) -> None:
+def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_stat=None, trace=None, deferred=None) -> None:
     """``prefix``: ``d`` relative to the project root plus "/" ("" at the root; None
     outside it); ``anc``: whether an exclude pattern may match one of its directories.
     ``stack``: (spec, d relative to that .gitignore's directory plus "/", anc). ``trace``
-    collects (path, mtime_ns, size) of what the walk depended on (see _WalkMemo)."""
+    collects (path, mtime_ns, size) of what the walk depended on (see _WalkMemo).
+    ``deferred``: symlinked directories met on the way, walked after the real tree, so a file
+    reachable both ways is checked under its real path (``pkg/utils.py``, not
+    ``examples/v2/pkg/utils.py`` through ``examples/v2/pkg -> ../../pkg``)."""
     try:
         st = os.stat(d) if dir_stat is None else dir_stat
         ident = ("dir", st.st_dev, st.st_ino)
@@ -321,7 +328,10 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
                 entry_stat = entry.stat()
             except OSError:
                 entry_stat = None
-            _walk(entry.path, sub_prefix, sub_anc, ex, use_gitignore, files, seen, suffixes, sub_stack, entry_stat, trace)
+            if deferred is not None and entry.is_symlink():
+                deferred.append((entry.path, sub_prefix, sub_anc, sub_stack, entry_stat))
+                continue
+            _walk(entry.path, sub_prefix, sub_anc, ex, use_gitignore, files, seen, suffixes, sub_stack, entry_stat, trace, deferred)
         elif name.endswith(suffixes):
             # a file reachable through several symlinked paths is checked once, under the
             # path walked first (inode identity; DirEntry.inode() costs no system call)

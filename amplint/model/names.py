@@ -160,3 +160,17 @@ def literal_dict(node: ast.AST | None) -> ast.Dict | None:
         ast.copy_location(made, node)
         node._amplint_dict = made
     return made
+
+
+def state_owner(n) -> ast.expr | None:
+    """What ``n`` takes the state of: ``x`` for ``x.state_dict()`` or for a helper call named
+    for it with ``x`` as its one argument (``get_state_dict(optimizer)``, ``unwrap_state_dict(model)``)."""
+    if not isinstance(n, ast.Call):
+        return None
+    if isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict":
+        return n.func.value
+    name = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+    if "state_dict" in name and len(n.args) == 1 and not n.keywords and isinstance(n.args[0], (ast.Name, ast.Attribute)):
+        return n.args[0]
+    return None
+

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import bisect
 
-from amplint.model.names import add_import, canonical, dotted, literal_dict, qualify
+from amplint.model.names import add_import, canonical, dotted, literal_dict, qualify, state_owner
 from amplint.tokens import SUMMARY_TOKENS, match_rows
 
 _SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict", "load_state_dict"}
@@ -474,8 +474,8 @@ class _Summariser:
             if "scale" in text:
                 has_scaler = True
             for n in ast.walk(v) if v is not None else ():
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict":
-                    base = n.func.value
+                base = state_owner(n)
+                if base is not None:
                     btext = ast.unparse(base).lower().rsplit(".", 1)[-1]
                     r = self.ref(base)
                     if "scaler" in btext:
@@ -487,3 +487,4 @@ class _Summariser:
                         if r:
                             opt_params.append(r)
         return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line)
+

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
-from amplint.model.names import literal_dict
+from amplint.model.names import literal_dict, state_owner
 
 from amplint.model import CERTAIN
 from amplint.rules import Invalid, Rule
@@ -328,12 +328,10 @@ class Trainer:
 
     @staticmethod
     def _optimizer_state(model, v, f) -> bool:
-        return (
-            isinstance(v, ast.Call)
-            and isinstance(v.func, ast.Attribute)
-            and v.func.attr == "state_dict"
-            and model.is_optimizer(v.func.value, f)
-        )
+        """``optimizer.state_dict()``, or a helper named for it given the optimizer alone
+        (``get_state_dict(optimizer)``)."""
+        base = state_owner(v)
+        return base is not None and model.is_optimizer(base, f)
 
     @staticmethod
     def _in_scope(model, key, f) -> bool:

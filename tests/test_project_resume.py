@@ -1,0 +1,84 @@
+"""Project facts that decide AMP301: whether anything resumes from an optimizer state, and
+module resolution when a package is also reachable through a symlinked directory."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from amplint_testutil import run_amplint
+
+SAVE = (
+    "import torch\n"
+    "def save_checkpoint(model, optimizer, path):\n"
+    "    def get_state_dict(m):\n"
+    "        return m.state_dict()\n"
+    "    torch.save({'model': get_state_dict(model), 'optimizer': get_state_dict(optimizer)}, path)\n"
+)
+GENERIC_RESTORE = (
+    "import torch\n"
+    "def restart_from_checkpoint(path, **kwargs):\n"
+    "    ckpt = torch.load(path)\n"
+    "    for key, value in kwargs.items():\n"
+    "        value.load_state_dict(ckpt[key])\n"
+)
+TRAIN = (
+    "import torch\n"
+    "from pkg.utils import save_checkpoint{extra_import}\n"
+    "def train(model, optimizer, loader, resume=None):\n"
+    "    scaler = torch.amp.GradScaler('cuda')\n"
+    "{restore}"
+    "    for epoch in range(10):\n"
+    "        for x in loader:\n"
+    "            scaler.scale(model(x)).backward()\n"
+    "            scaler.step(optimizer)\n"
+    "            scaler.update()\n"
+    "        save_checkpoint(model, optimizer, 'ckpt.pt')\n"
+)
+
+
+def _project(root, restore: bool):
+    (root / "pyproject.toml").write_text("")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "utils.py").write_text(SAVE + (GENERIC_RESTORE if restore else ""))
+    (root / "pkg" / "train.py").write_text(TRAIN.format(
+        extra_import=", restart_from_checkpoint" if restore else "",
+        restore="    if resume:\n        restart_from_checkpoint(resume, model=model, optimizer=optimizer)\n" if restore else "",
+    ))
+
+
+def _findings(root, *args):
+    p = run_amplint("check", "--no-cache", "--preview", "--exit-zero", "--select", "AMP301", "--output-format", "json",
+                    *(args or (".",)), cwd=root)
+    assert p.returncode == 0, p.stderr
+    return sorted((os.path.relpath(os.path.join(root, d["filename"]), root).replace(os.sep, "/"), d["location"]["row"])
+                  for d in json.loads(p.stdout))
+
+
+def test_a_generic_restore_helper_counts_as_resuming(tmp_path):
+    """`restart_from_checkpoint(path, model=model, optimizer=optimizer)` restores the optimizer
+    through `value.load_state_dict(...)`: the project resumes, so the checkpoint without the
+    scaler state is reported (the dict's optimizer state is read through a helper)."""
+    _project(tmp_path, restore=True)
+    assert _findings(tmp_path) == [("pkg/train.py", 12)]
+
+
+def test_a_project_that_never_restores_an_optimizer_is_silent(tmp_path):
+    _project(tmp_path, restore=False)
+    assert _findings(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_a_package_reached_through_a_symlinked_directory_is_reported_under_its_real_path(tmp_path):
+    """`examples/v2/pkg -> ../../pkg` sorts before `pkg/`: the walk takes the real tree first,
+    so the file is reported once, as `pkg/train.py`, and `from pkg.utils import ...` resolves."""
+    _project(tmp_path, restore=True)
+    (tmp_path / "examples" / "v2").mkdir(parents=True)
+    try:
+        os.symlink(os.path.join("..", "..", "pkg"), tmp_path / "examples" / "v2" / "pkg", target_is_directory=True)
+    except OSError:
+        pytest.skip("symlinks not permitted")
+    assert _findings(tmp_path) == [("pkg/train.py", 12)]
