@@ -284,6 +284,8 @@ def test_select_all_needs_preview_for_preview_rules(proj):
             """\
             import torch
             scaler = torch.amp.GradScaler("cuda")
+            if resume:
+                optimizer.load_state_dict(torch.load("ckpt.pt")["optimizer"])
             for epoch in range(epochs):
                 for x in loader:
                     with torch.autocast("cuda"):

@@ -82,3 +82,19 @@ def test_a_package_reached_through_a_symlinked_directory_is_reported_under_its_r
     except OSError:
         pytest.skip("symlinks not permitted")
     assert _findings(tmp_path) == [("pkg/train.py", 12)]
+
+
+def test_an_inherited_save_is_silent_when_every_subclass_keeps_or_saves_its_scaler(tmp_path):
+    """fixtures/projects/inherited_trainer without AMPTrainer: the other subclasses replace the
+    save (directly or through a middle class) or save the scaler state themselves."""
+    import shutil
+
+    from amplint_testutil import FIXTURES
+
+    root = tmp_path / "p"
+    shutil.copytree(os.path.join(FIXTURES, "projects", "inherited_trainer"), root)
+    src = (root / "trainers" / "amp_trainer.py").read_text()
+    start, end = src.index("class AMPTrainer"), src.index("class KeepsScaler")
+    (root / "trainers" / "amp_trainer.py").write_text(src[:start] + src[end:])
+    assert _findings(root) == []
+    assert _findings(tmp_path / "p", "trainers/base.py") == []

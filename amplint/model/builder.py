@@ -60,6 +60,7 @@ class _Builder:
         self._propagate_params()
         self._walk_scaler_callees()
         self._walk_scaler_name_users()
+        self._walk_inherited()
         self._classify_events()
         return m
 
@@ -79,6 +80,28 @@ class _Builder:
         self.rows = match_rows(m.source, pattern)
         todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]
         self.rows = saved
+        for f in todo:
+            f.locals = _locals_of(f.node)
+            m.funcs.append(f)
+            w = _Walker(m, f)
+            self._params(f, w)
+            w.block(f.node.body, Ctx())
+            f.walked = True
+        if todo:
+            m.reset_derived()
+            self._propagate_params()
+
+    def _walk_inherited(self) -> None:
+        """In project mode, the methods of a class that a subclass elsewhere inherits while it
+        trains with a GradScaler attribute: they run for that scaler (a checkpoint save)."""
+        m = self.m
+        idx = m._index
+        if idx is None or getattr(idx, "restores_optimizer", None) is None:
+            return
+        todo = [
+            f for qual, info in m.classes.items() if idx.scaled_subclasses(m.path, qual)
+            for f in info.methods.values() if not f.walked
+        ]
         for f in todo:
             f.locals = _locals_of(f.node)
             m.funcs.append(f)

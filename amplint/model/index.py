@@ -74,6 +74,7 @@ class ProjectIndex:
         # does any file of the project restore an optimizer state (resume training)? None: not
         # known (one file alone); set by the pipeline from every file's bytes
         self.restores_optimizer: bool | None = None
+        self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
 
     # ------------------------------------------------------------------ summaries
     def summary(self, path: str) -> FileSummary | None:
@@ -107,39 +108,84 @@ class ProjectIndex:
     # ------------------------------------------------------------------ resolution
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
         """The project function ``callee`` (as qualified in ``path``) denotes, or None."""
+        return self._resolve(path, callee, cls, _depth, self._lookup)
+
+    def resolve_class(self, path: str, name: str) -> tuple[str, str] | None:
+        """``(path, qualname)`` of the project class ``name`` (as qualified in ``path``) denotes."""
+        return self._resolve(path, name, None, 0, self._lookup_class)
+
+    def _lookup_class(self, ap: str, qual: str) -> tuple[str, str] | None:
+        s = self.summary(ap)
+        if s is None or qual not in s.classes:
+            return None
+        self.reads.add(ap)
+        return ap, qual
+
+    def scaled_subclasses(self, path: str, cls: str) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The project classes that derive from class ``cls`` of ``path`` (directly or through
+        other project classes) and build an enabled GradScaler in ``self.<attr>``:
+        ``(path, qualname, attrs)``, with the methods they or the classes between define
+        (which replace ``cls``'s own) as a fourth item."""
+        return self._subclass_map().get((absolute(path), cls), [])
+
+    def _subclass_map(self) -> dict[tuple[str, str], list]:
+        if self._subclasses is None:
+            self._subclasses = {}
+            for sp, summ in self._summaries.items():
+                for q, fact in summ.classes.items():
+                    if fact.scaler_attrs and not set(fact.scaler_attrs) & fact.states:  # saves its own scaler state
+                        self._climb(sp, q, fact, (sp, q, fact.scaler_attrs), set(fact.methods), 0)
+        return self._subclasses
+
+    def scaled_base_files(self) -> set[str]:
+        """The files defining a base class of some scaler-holding project class."""
+        return {p for p, _q in self._subclass_map()}
+
+    def _climb(self, path, qual, fact, sub, overridden, depth) -> None:
+        if depth > 4:
+            return
+        for b in fact.bases:
+            hit = self.resolve_class(path, b)
+            if hit is None or hit == (path, qual):
+                continue
+            self._subclasses.setdefault(hit, []).append((*sub, frozenset(overridden)))
+            base = self.summary(hit[0]).classes[hit[1]]
+            self._climb(hit[0], hit[1], base, sub, overridden | set(base.methods), depth + 1)
+
+    def _resolve(self, path, callee, cls, _depth, lookup):
         if _depth > 5 or not callee:
             return None
         ap = absolute(path)
         if callee.startswith("self."):
             if cls is None:
                 return None
-            return self._lookup(ap, f"{cls}.{callee[5:]}")
+            return lookup(ap, f"{cls}.{callee[5:]}")
         if callee.startswith("."):
             callee = self._absolute(ap, callee)
             if callee is None:
                 return None
         if "." not in callee:
-            return self._lookup(ap, callee)
+            return lookup(ap, callee)
         parts = callee.split(".")
         if parts[0] not in self._heads:
-            return self._sibling(ap, parts)
+            return self._sibling(ap, parts, lookup)
         for i in range(len(parts) - 1, 0, -1):
             mod = ".".join(parts[:i])
             target = self.by_module.get(mod)
             if target is None:
                 continue
             rest = ".".join(parts[i:])
-            hit = self._lookup(target, rest)
+            hit = lookup(target, rest)
             if hit is not None:
                 return hit
             s = self.summary(target)
             head = parts[i]
             if s is not None and head in s.imports:  # re-exported through this module
-                return self.resolve(target, ".".join([s.imports[head], *parts[i + 1:]]), None, _depth + 1)
+                return self._resolve(target, ".".join([s.imports[head], *parts[i + 1:]]), None, _depth + 1, lookup)
             return None
         return None
 
-    def _sibling(self, ap: str, parts: list[str]) -> tuple[str, FuncSummary] | None:
+    def _sibling(self, ap: str, parts: list[str], lookup=None):
         """``from helpers import f`` in a script: Python puts the script's directory first on
         sys.path, so a module beside the file wins."""
         d = os.path.dirname(ap)
@@ -149,7 +195,7 @@ class ProjectIndex:
                 if cand in self.module_of:
                     if cand == ap:
                         return None
-                    return self._lookup(cand, ".".join(parts[i:]))
+                    return (lookup or self._lookup)(cand, ".".join(parts[i:]))
         return None
 
     def lookup(self, path: str, qual: str) -> tuple[str, FuncSummary] | None:

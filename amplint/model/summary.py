@@ -124,6 +124,30 @@ class FuncSummary:
         return bool(self.scaler_ops or self.backward or self.saves or self.returns or self.calls)
 
 
+class ClassFact:
+    """A class: its bases as qualified through the file's imports, the ``self.<attr>`` it
+    assigns an enabled ``GradScaler(...)`` in its methods, and the methods it defines (an
+    inherited method runs for it only if it does not define its own)."""
+
+    __slots__ = ("bases", "scaler_attrs", "methods", "line", "states")
+
+    def __init__(self, bases=(), scaler_attrs=(), methods=(), line=0, states=()):
+        self.bases = tuple(bases)
+        self.scaler_attrs = tuple(scaler_attrs)
+        self.methods = frozenset(methods)
+        self.line = line
+        self.states = frozenset(states)  # the self.<attr> whose state_dict() a method takes
+
+    def __repr__(self) -> str:
+        return f"ClassFact(bases={self.bases}, scaler_attrs={self.scaler_attrs})"
+
+    def __getstate__(self):
+        return (self.bases, self.scaler_attrs, self.methods, self.line, self.states)
+
+    def __setstate__(self, state):
+        self.bases, self.scaler_attrs, self.methods, self.line, self.states = state
+
+
 class FileSummary:
     """The summaries of one file's functions and its import bindings (local name ->
     qualified name), which the project index uses to resolve names re-exported through it.
@@ -131,18 +155,20 @@ class FileSummary:
     holds a summary token, so each of them, and every method of such a class, does nothing a
     summary records; ``function`` answers for them with an empty summary."""
 
-    __slots__ = ("functions", "imports", "inert")
+    __slots__ = ("functions", "imports", "inert", "classes")
 
-    def __init__(self, functions=None, imports=None, inert=frozenset()):
+    def __init__(self, functions=None, imports=None, inert=frozenset(), classes=None):
         self.functions: dict[str, FuncSummary] = {} if functions is None else functions
         self.imports: dict[str, str] = {} if imports is None else imports
         self.inert = inert
+        # class qualname -> ClassFact (bases, scaler attributes, methods)
+        self.classes: dict[str, ClassFact] = {} if classes is None else classes
 
     def __getstate__(self):
-        return (self.functions, self.imports, self.inert)
+        return (self.functions, self.imports, self.inert, self.classes)
 
     def __setstate__(self, state):
-        self.functions, self.imports, self.inert = state
+        self.functions, self.imports, self.inert, self.classes = state
 
     def __repr__(self) -> str:
         return f"FileSummary({sorted(self.functions)}, inert={len(self.inert)})"
@@ -166,6 +192,8 @@ def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[st
             out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
             continue
         out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions).run()
+    for node, qual in _classes(tree.body, ""):
+        out.classes[qual] = _class_fact(node, scope)
     # the module's own statements (a training script at top level): only what it calls
     top = _Summariser(None, MODULE, None, scope)
     top.block([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], False)
@@ -210,6 +238,42 @@ def _functions(body, prefix, cls):
         elif isinstance(s, (ast.If, ast.Try)) or type(s).__name__ == "TryStar":
             yield from _functions(s.body, prefix, cls)
             yield from _functions(getattr(s, "orelse", []), prefix, cls)
+
+
+def _classes(body, prefix):
+    for s in body:
+        if isinstance(s, ast.ClassDef):
+            yield s, prefix + s.name
+            yield from _classes(s.body, prefix + s.name + ".")
+        elif isinstance(s, (ast.If, ast.Try)) or type(s).__name__ == "TryStar":
+            yield from _classes(s.body, prefix)
+            yield from _classes(getattr(s, "orelse", []), prefix)
+
+
+def _class_fact(node: ast.ClassDef, scope) -> ClassFact:
+    bases = [q for b in node.bases if (q := qualify(b, [scope])) and not q.startswith(("torch.", "object"))]
+    methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    attrs, states = [], set()
+    for m in methods:
+        if not m.args.args:
+            continue
+        me = m.args.args[0].arg
+        for n in ast.walk(m):
+            if (
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict"
+                and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name) and n.func.value.value.id == me
+            ):
+                states.add(n.func.value.attr)
+            if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
+                continue
+            if canonical(qualify(n.value.func, [scope])) != "GradScaler" or any(
+                k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False for k in n.value.keywords
+            ):
+                continue
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me and t.attr not in attrs:
+                    attrs.append(t.attr)
+    return ClassFact(bases, attrs, [m.name for m in methods], node.lineno, states)
 
 
 def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:

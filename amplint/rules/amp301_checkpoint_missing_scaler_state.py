@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.fspath import absolute
 from amplint.model.names import literal_dict, state_owner
 
 from amplint.model import CERTAIN
@@ -20,7 +21,10 @@ class CheckpointMissingScalerState(Rule):
     docs = """
 ## What it does
 Checks for `torch.save({...})` of a checkpoint that holds `optimizer.state_dict()` but not
-`scaler.state_dict()`, in a function (or class) that trains with an enabled `GradScaler`.
+`scaler.state_dict()`, in a function (or class) that trains with an enabled `GradScaler`,
+in a save helper it calls (same file or another module), or in a method of a base class
+that a subclass in another module inherits while it trains with `self.<scaler>` (project
+mode).
 
 ## Why is this bad?
 The loss scale the scaler has learned (and its growth tracker) is lost on resume: the
@@ -198,6 +202,7 @@ class Trainer:
     ]
 
     def check(self, model):
+        yield from self._inherited(model)
         keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k)]
         if not keys:
             return
@@ -231,6 +236,41 @@ class Trainer:
                 None,
                 c.stmt,
             )
+
+    def _inherited(self, model):
+        """A method of a base class saves the checkpoint for a subclass in another module that
+        trains with ``self.<scaler>`` (``class LTRTrainer(BaseTrainer)`` builds the GradScaler;
+        ``BaseTrainer.save_checkpoint`` writes ``self.optimizer.state_dict()`` only), and the
+        subclass does not replace the method. Known only in project mode."""
+        index = model.index
+        if getattr(index, "restores_optimizer", None) is None or not hasattr(index, "scaled_subclasses"):
+            return
+        for qual, info in model.classes.items():
+            subs = [x for x in index.scaled_subclasses(model.path, qual) if absolute(x[0]) != absolute(model.path)]
+            if not subs or any(e.scaler and e.scaler[0] == "A" and e.scaler[1] == qual for e in model.events()):
+                continue  # the class has a scaler of its own: the rule's main path judges it
+            for c in model.qual_calls:
+                if c.qualname != "torch.save" or not c.node.args or c.func.cls is not info:
+                    continue
+                users = [x for x in subs if c.func.name not in x[3]]
+                d = self._dict(model, c)
+                if not users or d is None:
+                    continue
+                values = [d] if isinstance(d, ast.Call) else d.values
+                if not any(self._optimizer_state(model, v, c.func) for v in values) or re.search(r"scale", model.text(d), re.I):
+                    continue
+                if not _resumable(model, c):
+                    continue
+                spath, squal, attrs, _over = users[0]
+                where = index.module_of.get(absolute(spath), "another module")
+                yield self.diagnostic(
+                    model, c.node,
+                    f"Checkpoint saves the optimizer state but not the scaler state: `{squal}` (in {where}) "
+                    f"inherits `{c.func.name}()` and trains with `self.{attrs[0]}`; a resumed run restarts the loss "
+                    f"scale at 65536 and skips steps while it re-learns it; save and load `self.{attrs[0]}.state_dict()` too",
+                    None, c.stmt,
+                )
+                break
 
     def _through_helpers(self, model, keys, saved):
         """A checkpoint written by a helper (same file or another module, resolved through
