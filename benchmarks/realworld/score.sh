@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Score an amplint against the hand labels of the development and evaluation sets.
 #
-#   bash benchmarks/realworld/score.sh AMPLINT_BIN CORPUS_DIR [dev|eval|both]
+#   bash benchmarks/realworld/score.sh AMPLINT_BIN CORPUS_DIR [dev|dev_b|dev_c|eval|both]
+#
+# dev, dev_b, dev_c: development sets (read and fixed against); eval: the held-out set.
+# `both` (the default) scores all four.
 #
 # CORPUS_DIR holds each repository of *_repos.txt at its listed commit, as CORPUS_DIR/OWNER+NAME
 # (e.g. `git clone https://github.com/OWNER/NAME CORPUS_DIR/OWNER+NAME && git -C ... checkout COMMIT`).
@@ -10,7 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin=${1:?amplint binary}; corpus=${2:?corpus dir}; which=${3:-both}
 scorer=${SCORER:-$here/../../../shared/tools/score_labels.py}
-for set in dev eval; do
+for set in dev dev_b dev_c eval; do
   [ "$which" = both ] || [ "$which" = "$set" ] || continue
   printf '%s: ' "$set"
   python3 "$scorer" "$bin" "$corpus" "$here/$set.tsv" | tail -n 1
