@@ -180,3 +180,22 @@ def _calls_in_loops(tree, name: str, method: bool):
 
     visit(tree, None)
     return out
+
+
+def abandons(model, func, stmt):
+    """Does the block holding ``stmt`` end, after it, with ``break``/``continue``/``return``/
+    ``raise`` (``zero_grad(); scaler.step(opt); scaler.update(); break``: a branch that gives
+    up this iteration on purpose)? The jump, else None."""
+    p = parents(model, func).get(id(stmt))
+    if p is None:
+        body = func.node.body if hasattr(func.node, "body") else []
+    else:
+        owner, field, idx = p
+        body = getattr(owner, field, None)
+        if idx != -1 and isinstance(body, list):
+            body = body[idx].body
+    if not isinstance(body, list) or stmt not in body:
+        return None
+    last = body[-1]
+    return last if isinstance(last, (ast.Break, ast.Continue, ast.Return, ast.Raise)) and last is not stmt else None
+

@@ -282,6 +282,8 @@ class _Walker:
                 return Autocast(expr, with_node, "maybe", None)  # accelerate's: on with its mixed precision
             ret, dtype = m.wrapper_returns(expr, self.f)
             if ret == "autocast":  # a project wrapper: a @contextmanager or a function returning torch.autocast(...)
+                if any(kw.arg == "enabled" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in expr.keywords):
+                    return Autocast(expr, with_node, "no", None, dtype)  # `torch_autocast(enabled=False)`
                 flag = any(kw.arg == "enabled" and not isinstance(kw.value, ast.Constant) for kw in expr.keywords)
                 return Autocast(expr, with_node, "maybe" if flag or expr.args else "yes", None, dtype)
             return None

@@ -42,6 +42,19 @@ def autocast_enabled_off(call: ast.Call) -> bool:
     return any(k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False for k in call.keywords)
 
 
+def enabled_flag(model, call: ast.Call, func) -> str | None:
+    """The text of the expression an autocast call is enabled by (``enabled=args.amp``; the
+    first positional argument of ``torch.cuda.amp.autocast(args.amp)``), when it is a name."""
+    v = next((k.value for k in call.keywords if k.arg == "enabled"), None)
+    if v is None and call.args:
+        q = qualify(call.func, func.scopes()) or ""
+        if q.startswith("torch.cuda.amp") or q.startswith("torch.cpu.amp"):
+            v = call.args[0]  # autocast(enabled=True, dtype=...): enabled comes first
+    if isinstance(v, (ast.Name, ast.Attribute)):
+        return model.text(v)
+    return None
+
+
 def described(model, call, func):
     q = qualify(call.func, func.scopes())
     dev = autocast_device(call, q)

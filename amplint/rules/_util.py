@@ -43,6 +43,8 @@ def scaler_disabled(model: FileModel, key) -> bool:
         return False
     for a in ctors:
         call = a.value
+        if isinstance(call, ast.IfExp) and _constant_false(model, call.test, a.func):
+            continue  # `GradScaler() if amp else None` with `amp = False` written in the code
         if not isinstance(call, ast.Call):
             return False
         off = any(
@@ -52,6 +54,14 @@ def scaler_disabled(model: FileModel, key) -> bool:
         if not off:
             return False
     return True
+
+
+def _constant_false(model: FileModel, test, func) -> bool:
+    """``test`` is a name every assignment of which is the literal ``False`` (``amp = False``)."""
+    if not isinstance(test, ast.Name) or func is None:
+        return False
+    assigns = model.assigns.get(model.key_of_expr(test, func), ())
+    return bool(assigns) and all(isinstance(x.value, ast.Constant) and x.value.value is False for x in assigns)
 
 
 def between(func, a, b, kinds=None):

@@ -4,6 +4,7 @@ import ast
 
 from amplint.diagnostics import Fix, MoveOutOfWith
 from amplint.rules import Invalid, Rule
+from amplint.rules._autocast import enabled_flag
 from amplint.rules._util import stmt_anchor
 
 # Statement kinds that may move out of an autocast block without changing meaning.
@@ -115,6 +116,37 @@ with torch.autocast("cpu", dtype=torch.bfloat16):
         return loss
 opt.step(closure)
 """,
+        # the plain backward runs only when the autocast is off
+    """
+import torch
+from torch.amp import autocast
+def train(args, loader, model, optimizer, scaler):
+    for x in loader:
+        with autocast("cuda", enabled=args.amp):
+            loss = model(x)
+            if args.amp:
+                scaler_step(scaler, loss, optimizer)
+            else:
+                loss.backward()
+                optimizer.step()
+""",
+    # a project wrapper called with enabled=False (it forwards **kwargs to torch.amp.autocast)
+    """
+import torch
+from contextlib import contextmanager
+@contextmanager
+def torch_autocast(device_type="cuda", **kwargs):
+    with torch.amp.autocast(device_type=device_type, **kwargs):
+        yield
+def penalty(x):
+    with torch.enable_grad():
+        with torch_autocast(enabled=False):
+            x = x.detach()
+            x.requires_grad = True
+            m = (x ** 2).sum()
+            m.backward()
+    return x.grad
+""",
     ]
     invalid = [
         # accelerate's autocast is torch's (Accelerator.autocast enters torch.autocast)
@@ -205,7 +237,7 @@ with torch.autocast("cuda"):
         for e in model.events():
             if e.kind not in ("backward", "framework_backward"):
                 continue
-            regions = [a for a in e.ctx.autocasts if a.enabled != "no"]
+            regions = [a for a in e.ctx.autocasts if a.enabled != "no" and not _off_here(model, e, a)]
             if not regions or e.ctx.autocasts[-1].enabled == "no":
                 continue  # outside autocast, or in an explicitly disabled inner region
             region = regions[-1]
@@ -267,3 +299,13 @@ with torch.autocast("cuda"):
             "Move the backward pass (and what follows it) out of the autocast block",
             (MoveOutOfWith(stmt_anchor(model, w), stmt_anchor(model, e.stmt)),),
         )
+
+
+def _off_here(model, e, a) -> bool:
+    """The region is enabled by a flag (``autocast(enabled=args.amp)``) and the backward runs
+    only where that flag is false (``if args.amp: scaler...backward() else: loss.backward()``)."""
+    if a.call is None or a.enabled != "maybe":
+        return False
+    flag = enabled_flag(model, a.call, e.func)
+    return flag is not None and any(lit.key == flag and lit.pol is False for lit in e.ctx.lits)
+

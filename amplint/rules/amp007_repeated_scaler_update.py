@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
+from amplint.model.queries_extra import abandons
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
 
@@ -159,6 +160,32 @@ for x in loader:
         opt.step()
     scaler.update()
 """,
+        # a skip branch closes the scaler iteration and starts the loop again
+    """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler_D = torch.amp.GradScaler("cuda")
+    def dis_update(self, data):
+        update_finished = False
+        while not update_finished:
+            with torch.autocast("cuda"):
+                total_loss = self.dis_forward(data)
+            self.opt_D.zero_grad(set_to_none=True)
+            self.scaler_D.scale(total_loss).backward()
+            if hasattr(self.cfg, "clip_grad_norm"):
+                self.scaler_D.unscale_(self.opt_D)
+                total_norm = torch.nn.utils.clip_grad_norm_(self.net_D.parameters(), self.cfg.clip_grad_norm)
+                if torch.isfinite(total_norm) and total_norm > self.cfg.clip_grad_norm:
+                    if getattr(self.cfg, "skip_grad", False):
+                        self.opt_D.zero_grad(set_to_none=True)
+                        self.scaler_D.step(self.opt_D)
+                        self.scaler_D.update()
+                        continue
+            self.scaler_D.step(self.opt_D)
+            self.scaler_D.update()
+            update_finished = True
+""",
     ]
     invalid = [
         Invalid(
@@ -257,6 +284,9 @@ for i, x in enumerate(loader):
                     break
         if nxt is None:
             return None
+        jump = abandons(model, f, u.stmt)
+        if jump is not None and nxt.node.lineno > (jump.end_lineno or jump.lineno):
+            return None  # `scaler.update(); break`: the later step is not reached on this path
         fix = None
         later = [
             x for x in f.events

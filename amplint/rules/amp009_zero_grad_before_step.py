@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from amplint.diagnostics import Fix, MoveStatement
+from amplint.model.queries_extra import abandons
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
 
@@ -91,6 +92,49 @@ for x in loader:
     scaler.step(opt_a)
     scaler.update()
 """,
+        # a deliberate skip: drop the gradients, close the scaler iteration, leave the loop
+    """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler_G = torch.amp.GradScaler("cuda")
+    def gen_update(self, data):
+        update_finished = False
+        while not update_finished:
+            with torch.autocast("cuda"):
+                total_loss = self.gen_forward(data)
+            self.opt_G.zero_grad(set_to_none=True)
+            self.scaler_G.scale(total_loss).backward()
+            self.scaler_G.unscale_(self.opt_G)
+            total_norm = torch.nn.utils.clip_grad_norm_(self.net_G.parameters(), 1.0)
+            if total_norm > 100:
+                self.opt_G.zero_grad(set_to_none=True)
+                self.scaler_G.step(self.opt_G)
+                self.scaler_G.update()
+                break
+            self.scaler_G.step(self.opt_G)
+            self.scaler_G.update()
+            update_finished = True
+""",
+    # an out-of-memory handler drops the batch's partial gradients and moves on
+    """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for batch in loader:
+    try:
+        with torch.autocast("cuda"):
+            loss = model(batch)
+        scaler.scale(loss).backward()
+    except RuntimeError as e:
+        if "CUDA out of memory" in str(e):
+            torch.cuda.empty_cache()
+            optimizer.zero_grad()
+            continue
+        raise
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+""",
     ]
     invalid = [
         Invalid(
@@ -154,8 +198,8 @@ class T:
                     ),
                     None,
                 )
-                if s is None:
-                    continue
+                if s is None or abandons(model, f, z.stmt):
+                    continue  # `zero_grad(); step(); update(); break`: skips this iteration on purpose
                 b = [
                     b for b in backs
                     if b.seq < z.seq and b.scaler == s.scaler and b.co_occurs(z) and b.co_occurs(s)

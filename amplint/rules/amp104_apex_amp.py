@@ -8,25 +8,6 @@ from amplint.rules import Invalid, Rule
 from amplint.rules._versions import scaler_class
 
 
-def _ends_path(stmts) -> bool:
-    last = stmts[-1] if stmts else None
-    if isinstance(last, (ast.Raise, ast.Return, ast.Continue, ast.Break)):
-        return True
-    return (
-        isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
-        and ast.unparse(last.value.func) in ("sys.exit", "exit", "quit", "os._exit")
-    )
-
-
-def _opt_level_switch(test) -> bool:
-    """``opt_level != "O0"`` (apex's own off level): apex's on/off switch, not a choice of backend."""
-    return (
-        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.Eq))
-        and "opt_level" in ast.unparse(test.left)
-        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "O0"
-    )
-
-
 class ApexAmp(Rule):
     code = "AMP104"
     name = "apex-amp"
@@ -44,14 +25,11 @@ pass and `torch.amp.GradScaler` for loss scaling. apex's O2/O3 levels also cast 
 to fp16 and keep fp32 master weights, which native AMP does differently (fp32 weights,
 fp16 autocast regions).
 
-apex imported behind `try: from apex import amp` / `except ImportError:` is reported where
-it is still the default path: an apex call that runs unconditionally (`amp = None` in the
-handler, then `amp.initialize(...)` anyway; or `if amp is None: raise ...` first). A guard
-that only probes availability and falls back is not reported: apex calls under a condition
-(`if APEX_AVAILABLE: ... else: torch.amp...`, `if args.apex:`), in a file that also has a
-native path (a torch GradScaler or autocast), or inside a class or function whose name says
-it is the apex backend (`class ApexScaler`, `ApexOptimWrapper.backward`) offer apex as one
-backend among others.
+Every call into `apex.amp` that can run is reported: the default path, and also apex
+offered as one backend among others (`if args.apex:`, an `ApexScaler` class beside a native
+one, `try: from apex import amp` with a fallback); each is code to migrate. Not reported:
+apex's fused kernels and optimizers (`apex.optimizers.FusedAdam`, `amp_C`), and calls under
+a torch version guard (`if not hasattr(torch, "amp"):`), which only old torch runs.
 
 ## Example
 ```python
@@ -87,8 +65,18 @@ import amp_C
 from apex.optimizers import FusedAdam
 from apex.multi_tensor_apply import multi_tensor_applier
 """,
-        # an availability probe that falls back to torch.amp
+        # under a torch version guard: only a torch without native AMP runs it
         """
+import torch
+if not hasattr(torch, "amp"):
+    from apex import amp
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+""",
+    ]
+    invalid = [
+        # reported: an availability probe that falls back to torch.amp
+        Invalid(
+            """
 import torch
 try:
     from apex import amp
@@ -102,8 +90,10 @@ def backward(loss, optimizer, scaler):
     else:
         scaler.scale(loss).backward()
 """,
-        # the apex backend class of a library that also has a native one
-        """
+        ),
+        # reported: the apex backend class of a library that also has a native one
+        Invalid(
+            """
 import torch
 try:
     from apex import amp
@@ -118,8 +108,10 @@ class NativeScaler:
     def __init__(self):
         self._scaler = torch.amp.GradScaler("cuda")
 """,
-        # a user option selects apex
-        """
+        ),
+        # reported: a user option selects apex
+        Invalid(
+            """
 try:
     from apex import amp
 except ImportError:
@@ -129,8 +121,10 @@ def setup(model, optimizer, args):
         model, optimizer = amp.initialize(model, optimizer, opt_level=args.opt_level)
     return model, optimizer
 """,
-        # apex behind an availability probe with a native fallback under the same test
-    """
+        ),
+        # reported: apex behind an availability probe with a native fallback under the same test
+        Invalid(
+            """
 try:
     from apex import amp
 except ImportError:
@@ -138,8 +132,7 @@ except ImportError:
 if amp is not None and args.apex:
     model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
 """,
-    ]
-    invalid = [
+        ),
         # apex's own opt level is the only switch: apex is the mixed-precision path
         Invalid(
             """
@@ -193,23 +186,12 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
     ]
 
     def check(self, model):
-        optional = set()  # names bound by `try: from apex import amp / except ImportError:`
-        for imp in model.imports:
-            if imp.ctx.guarded:
-                for a in imp.node.names:
-                    optional.add((a.asname or a.name).split(".")[0])
-        # a torch-native AMP path in the same file: apex is the optional alternative
-        native_path = bool(model.autocast_calls) or any(model.constructions(k) for k in model.scaler_keys())
         for r in model.refs:
             q = r.qualname
             if not (q == "apex.amp" or q.startswith("apex.amp.")) or r.role not in ("call", "decorator"):
                 continue
             if r.ctx.guarded:
-                continue
-            if (dotted(r.node) or [""])[0] in optional and (
-                self._conditional(model, r) or native_path or "apex" in r.func.qualname.lower()
-            ):
-                continue  # apex as one backend among others
+                continue  # under a torch version guard: only old torch runs it
             what = q[len("apex."):]
             sc = scaler_class(model)
             fix = Fix(
@@ -225,24 +207,3 @@ model, optimizer = apex.amp.initialize(model, optimizer, opt_level="O2")
                 fix,
                 r.stmt,
             )
-
-    @staticmethod
-    def _conditional(model, r) -> bool:
-        """Does the apex call run only under a condition? Conditions that come from an
-        ``if ...: raise`` before it (the other arm ends the function) do not count."""
-        if not r.ctx.lits:
-            return False
-        ifs = {id(n): n for n in ast.walk(r.func.node) if isinstance(n, ast.If)}
-        for lit in r.ctx.lits:
-            node = ifs.get(lit.group)
-            if node is None:
-                return True  # a try/match arm: a condition
-            if any(x is r.node for x in ast.walk(node)):
-                if _opt_level_switch(node.test):
-                    continue  # `if args.opt_level != "O0":` turns apex on or off: no other backend
-                return True  # the call sits in an arm of this if
-            # the call follows the if: the literal says the other arm ended the path
-            # (`if amp is None: raise ...`), which is no fallback
-            if not _ends_path(node.body if lit.arm == 1 else node.orelse):
-                return True
-        return False

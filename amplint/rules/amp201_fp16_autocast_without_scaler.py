@@ -7,7 +7,9 @@ from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
 from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
-from amplint.rules._autocast import autocast_enabled_off, described
+from amplint.rules._autocast import autocast_enabled_off, described, enabled_flag
+from amplint.model.names import qualify
+from amplint.model.queries_extra import ancestry
 
 FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
 
@@ -112,6 +114,30 @@ for x, y in loader:
     accelerator.backward(loss)
     optimizer.step()
 """,
+        # a frozen backbone under no_grad: the trained head runs in fp32
+    """
+import torch
+for x, y in loader:
+    with torch.no_grad():
+        with torch.autocast("cuda", dtype=torch.float16):
+            feats = backbone(x)
+    loss = torch.nn.functional.cross_entropy(head(feats.float()), y)
+    loss.backward()
+    optimizer.step()
+""",
+    # the plain backward runs only when the autocast is off; the fp16 path uses a scaler helper
+    """
+import torch
+def train_one_epoch(model, loader, optimizer, args, scaler):
+    for x in loader:
+        with torch.cuda.amp.autocast(args.amp):
+            loss = model(x)
+        if args.amp:
+            scaler(loss, optimizer)
+        else:
+            loss.backward()
+            optimizer.step()
+""",
     ]
     invalid = [
         # gradient accumulation: backward per micro-batch, the step in the loop around it; the
@@ -209,12 +235,18 @@ for x, y in loader:
         for call, f, ctx, stmt, direct in regions:
             if not ctx.loops or (direct and autocast_enabled_off(call)):
                 continue
+            if _without_grad(model, f, stmt):
+                continue  # a frozen forward: nothing under this autocast is differentiated
             if direct:
                 dev, dtype = described(model, call, f)
                 if dev != "cuda" or dtype != "float16":
                     continue
             loop = ctx.loops[-1]
-            backs = [e for e in f.events if e.kind == "backward" and loop in e.loops]
+            flag = enabled_flag(model, call, f) if direct else None
+            backs = [
+                e for e in f.events if e.kind == "backward" and loop in e.loops
+                and not (flag and any(lit.key == flag and lit.pol is False for lit in e.ctx.lits))
+            ]  # not a backward that runs only while the autocast is off (`if not args.amp:`)
             steps = [e for e in f.events if e.kind == "opt_step" and loop in e.loops]
             # gradient accumulation: backward in the micro-batch loop, the step in a loop around it
             outer = [e for e in f.events if e.kind == "opt_step" and any(lp in e.loops for lp in ctx.loops)]
@@ -271,3 +303,23 @@ for x, y in loader:
                 InsertStatement(stmt_anchor(model, p.stmt), f"{name}.update()"),
             ),
         )
+
+
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode")
+
+
+def _no_grad_with(model, f, node) -> bool:
+    return isinstance(node, (ast.With, ast.AsyncWith)) and any(
+        isinstance(i.context_expr, ast.Call) and (qualify(i.context_expr.func, f.scopes()) or "") in _NO_GRAD
+        for i in node.items
+    )
+
+
+def _without_grad(model, f, stmt) -> bool:
+    """Is the autocast ``with`` inside ``torch.no_grad()``/``inference_mode()``, or is its whole
+    body one such block?"""
+    if any(_no_grad_with(model, f, owner) for owner, _field, _i in ancestry(model, f, stmt)):
+        return True
+    body = getattr(stmt, "body", None)
+    return bool(body) and all(_no_grad_with(model, f, s) for s in body)
+

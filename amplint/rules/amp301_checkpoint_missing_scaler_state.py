@@ -124,6 +124,32 @@ def main(args):
     scaler = torch.amp.GradScaler("cuda")
     train(loader, scaler)
 """,
+        # the scaler is built but only handed to a method that ignores it
+    """
+import torch
+class Trainer:
+    def train(self, optimizer, scheduler, scaler=None, epoch=0):
+        raise NotImplementedError
+    def run(self, optimizer, scheduler, epochs):
+        scaler = torch.amp.GradScaler("cuda") if self.amp else None
+        if self.resume:
+            optimizer.load_state_dict(torch.load("last.pt")["optimizer"])
+        for epoch in range(epochs):
+            self.train(optimizer, scheduler, scaler, epoch=epoch)
+            torch.save({"model": self.model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+""",
+    # AMP switched off in the code itself
+    """
+import torch
+def main(model, optimizer, loader, resume):
+    amp = False
+    scaler = torch.amp.GradScaler("cuda") if amp else None
+    if resume:
+        optimizer.load_state_dict(torch.load(resume)["optimizer"])
+    for epoch in range(10):
+        train_one_epoch(model, optimizer, loader, scaler=scaler)
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+""",
     ]
     invalid = [
         # a save helper defined beside the training function, inside main (closures)
@@ -203,7 +229,7 @@ class Trainer:
 
     def check(self, model):
         yield from self._inherited(model)
-        keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k)]
+        keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k) and _trains(model, k)]
         if not keys:
             return
         saved = {e.scaler for e in model.events("scaler_state")}
@@ -434,3 +460,32 @@ def _resumable(model, c) -> bool:
     if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
         return True
     return getattr(model.index, "restores_optimizer", None) is not False
+
+
+_TRAINING_OPS = {"scale", "step", "update", "unscale", "update_value"}
+
+
+def _trains(model, key) -> bool:
+    """Does the scaler train (so its state matters)? It scales or steps here, or is handed to
+    code that may: an unresolved call, a project function whose summary uses that argument,
+    or a store/return we cannot follow. A local handed only to project functions that ignore
+    it (an abstract ``train(optimizer, scheduler, scaler)`` overridden without AMP) does not."""
+    if any(e.scaler == key and e.kind in ("scale", "step", "update", "unscale", "backward") for e in model.events()):
+        return True
+    if key[0] not in ("L", "G"):
+        return True
+    args: set[int] = set()
+    for f in model.funcs:
+        for c in f.calls:
+            positions = [p for p, k in c.arg_keys if k == key]
+            if not positions:
+                continue
+            args.update(id(a) for a in [*c.node.args, *(kw.value for kw in c.node.keywords)])
+            hit = model.project_callee(c)
+            if hit is None:
+                return True
+            _path, callee, facts = hit
+            if callee.varkw or any(facts.scaler_ops.get(callee.param_at(p) or "", set()) & _TRAINING_OPS for p in positions):
+                return True
+    return any(k == key and id(n) not in args for f in model.funcs for k, n, _c, _s in f.bare_uses)
+
