@@ -185,15 +185,15 @@ def _calls_in_loops(tree, name: str, method: bool):
 def abandons(model, func, stmt):
     """Does the block holding ``stmt`` end, after it, with ``break``/``continue``/``return``/
     ``raise`` (``zero_grad(); scaler.step(opt); scaler.update(); break``: a branch that gives
-    up this iteration on purpose)? The jump, else None."""
+    up this iteration on purpose)? Only the arm of an ``if``/``try``/``match`` counts. The jump,
+    else None."""
     p = parents(model, func).get(id(stmt))
-    if p is None:
-        body = func.node.body if hasattr(func.node, "body") else []
-    else:
-        owner, field, idx = p
-        body = getattr(owner, field, None)
-        if idx != -1 and isinstance(body, list):
-            body = body[idx].body
+    if p is None or not isinstance(p[0], (ast.If, ast.Try, getattr(ast, "TryStar", ast.Try), getattr(ast, "Match", ast.If))):
+        return None  # only a branch gives up: a function or loop body ending in return/continue is the normal path
+    owner, field, idx = p
+    body = getattr(owner, field, None)
+    if idx != -1 and isinstance(body, list):
+        body = body[idx].body
     if not isinstance(body, list) or stmt not in body:
         return None
     last = body[-1]
