@@ -80,16 +80,7 @@ class _Builder:
         self.rows = match_rows(m.source, pattern)
         todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]
         self.rows = saved
-        for f in todo:
-            f.locals = _locals_of(f.node)
-            m.funcs.append(f)
-            w = _Walker(m, f)
-            self._params(f, w)
-            w.block(f.node.body, Ctx())
-            f.walked = True
-        if todo:
-            m.reset_derived()
-            self._propagate_params()
+        self._walk_late(todo)
 
     def _walk_inherited(self) -> None:
         """In project mode, the methods of a class that a subclass elsewhere inherits while it
@@ -102,6 +93,11 @@ class _Builder:
             f for qual, info in m.classes.items() if idx.scaled_subclasses(m.path, qual)
             for f in info.methods.values() if not f.walked
         ]
+        self._walk_late(todo)
+
+    def _walk_late(self, todo: list[Func]) -> None:
+        """Walk functions found to matter after the first pass, then recompute what depends on them."""
+        m = self.m
         for f in todo:
             f.locals = _locals_of(f.node)
             m.funcs.append(f)
@@ -128,15 +124,7 @@ class _Builder:
                         extra.append(callee)
             if not extra:
                 return
-            for f in extra:
-                f.locals = _locals_of(f.node)
-                m.funcs.append(f)
-                w = _Walker(m, f)
-                self._params(f, w)
-                w.block(f.node.body, Ctx())
-                f.walked = True
-            m.reset_derived()
-            self._propagate_params()
+            self._walk_late(extra)
 
     def _collect_imports(self, body, scope) -> None:
         for s in body:
