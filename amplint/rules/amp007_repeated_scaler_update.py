@@ -186,6 +186,21 @@ class Trainer:
             self.scaler_D.update()
             update_finished = True
 """,
+        # one optimizer picked per pass (a GAN turn), each a full scaler iteration
+    """
+import torch
+def train_one_epoch(model, loader, optimizers, scaler: torch.amp.GradScaler):
+    for batch in loader:
+        for turn in ("generator", "discriminator"):
+            out = model(batch, turn)
+            loss, optim_idx = out["loss"], out["optim_idx"]
+            scaler.scale(loss).backward()
+            for iopt, optimizer in enumerate(optimizers):
+                if optim_idx is not None and iopt != optim_idx:
+                    continue
+                scaler.step(optimizer)
+                scaler.update()
+""",
     ]
     invalid = [
         Invalid(
@@ -308,8 +323,8 @@ for i, x in enumerate(loader):
             ]
             if not steps:
                 continue
-            if _one_optimizer(model, f, loop):
-                continue  # the loop runs once: one optimizer in the collection
+            if _one_optimizer(model, f, loop) or _picks_one(loop):
+                continue  # the loop steps one optimizer: one in the collection, or one picked per pass
             if any(
                 b.kind == "backward" and b.scaled and b.scaler == u.scaler and loop in b.loops and b.seq < steps[0].seq
                 for b in f.events
@@ -424,4 +439,19 @@ def _one_optimizer(model, f, loop) -> bool:
 
 def _is_attr(node, attr: str) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _picks_one(loop) -> bool:
+    """``for i, opt in enumerate(optimizers): if i != optim_idx: continue`` (the ``and``ed
+    ``optim_idx is not None`` included): the body runs for the one optimizer of this turn."""
+    body = getattr(loop.node, "body", [])
+    first = body[0] if body else None
+    if not (isinstance(first, ast.If) and len(first.body) == 1 and isinstance(first.body[0], ast.Continue) and not first.orelse):
+        return False
+    tests = first.test.values if isinstance(first.test, ast.BoolOp) and isinstance(first.test.op, ast.And) else [first.test]
+    return any(
+        isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.NotEq)
+        and any(isinstance(x, ast.Name) and x.id in loop.targets for x in (t.left, *t.comparators))
+        for t in tests
+    )
 
