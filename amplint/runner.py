@@ -26,6 +26,8 @@ def _restores(data: bytes) -> bool:
     a restore helper called with an optimizer (``restart_from_checkpoint(path, model=model,
     optimizer=optimizer)``, ``load_checkpoint(path, model, optimizer)``). Whether the project
     resumes training (AMP301); when in doubt, it does. Plain finds: a regex costs 6x more."""
+    if data.find(b"opt") == -1:
+        return False  # most files: one pass, not eight
     pos = data.find(b"load_state_dict(")
     while pos != -1:
         start = data.rfind(b"\n", 0, pos) + 1

@@ -154,7 +154,7 @@ class FileModel:
         another module of the project), or None when it does not resolve (unknown)."""
         callee = call.callee
         if isinstance(callee, ast.Name) and call.qualname == callee.id:
-            inner = self._nested_def(callee.id, call.func)
+            inner = self._nested_def(callee, call.func)
             if inner is not None:  # a helper defined in an enclosing function, called through the closure
                 hit = self.index.lookup(self.path, inner.qualname)
                 return None if hit is None else (hit[0], hit[1], self.index.facts(*hit))
@@ -195,17 +195,13 @@ class FileModel:
         q = qualify(made[0].value.func, made[0].func.scopes()) if made[0].func is not None else None
         return q if q and not q.startswith("torch.") else None
 
-    def _nested_def(self, name: str, func) -> Func | None:
-        """The function ``name`` denotes when it is defined inside ``func`` or a function
+    def _nested_def(self, callee: ast.Name, func) -> Func | None:
+        """The function ``callee`` denotes when it is defined inside ``func`` or a function
         around it (not at module level), else None."""
-        g = func
-        while g is not None and g.node is not self.tree:
-            if name in g.nested:
-                return g.nested[name]
-            if name in g.params:
-                return None
-            g = g.parent
-        return None
+        inner = self.resolve_callee_expr(callee, func)
+        if inner is None or inner.parent is None or inner.parent.node is self.tree:
+            return None
+        return inner
 
     def _may_be_own_function(self, name: str, func) -> bool:
         """Can the bare, unimported ``name`` be a function defined in this file? Not a local

@@ -193,7 +193,7 @@ def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[st
             continue
         out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions).run()
     for node, qual in _classes(tree.body, ""):
-        out.classes[qual] = _class_fact(node, scope)
+        out.classes[qual] = _class_fact(node, scope, rows)
     # the module's own statements (a training script at top level): only what it calls
     top = _Summariser(None, MODULE, None, scope)
     top.block([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], False)
@@ -250,12 +250,14 @@ def _classes(body, prefix):
             yield from _classes(getattr(s, "orelse", []), prefix)
 
 
-def _class_fact(node: ast.ClassDef, scope) -> ClassFact:
+def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
+    """Only methods holding a summary token (``Scaler``, ``state_dict``) are read for scaler
+    attributes and states: the rest cannot build or save one."""
     bases = [q for b in node.bases if (q := qualify(b, [scope])) and not q.startswith(("torch.", "object"))]
     methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
     attrs, states = [], set()
     for m in methods:
-        if not m.args.args:
+        if not m.args.args or (rows is not None and not _holds_row(rows, m)):
             continue
         me = m.args.args[0].arg
         for n in ast.walk(m):

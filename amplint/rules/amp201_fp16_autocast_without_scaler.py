@@ -308,7 +308,7 @@ for x, y in loader:
 _NO_GRAD = ("torch.no_grad", "torch.inference_mode")
 
 
-def _no_grad_with(model, f, node) -> bool:
+def _no_grad_with(f, node) -> bool:
     return isinstance(node, (ast.With, ast.AsyncWith)) and any(
         isinstance(i.context_expr, ast.Call) and (qualify(i.context_expr.func, f.scopes()) or "") in _NO_GRAD
         for i in node.items
@@ -318,8 +318,8 @@ def _no_grad_with(model, f, node) -> bool:
 def _without_grad(model, f, stmt) -> bool:
     """Is the autocast ``with`` inside ``torch.no_grad()``/``inference_mode()``, or is its whole
     body one such block?"""
-    if any(_no_grad_with(model, f, owner) for owner, _field, _i in ancestry(model, f, stmt)):
+    if any(_no_grad_with(f, owner) for owner, _field, _i in ancestry(model, f, stmt)):
         return True
     body = getattr(stmt, "body", None)
-    return bool(body) and all(_no_grad_with(model, f, s) for s in body)
+    return bool(body) and all(_no_grad_with(f, s) for s in body)
 
