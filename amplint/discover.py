@@ -228,7 +228,8 @@ def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES, memo_dir: 
 def project_root(settings: Settings, paths: list[str]) -> str:
     """The project's root: the directory of the [tool.amplint] configuration, else of the
     nearest pyproject.toml above the paths, else the paths' common directory (above its
-    top-level package when it is inside one)."""
+    top-level package when it is inside one, but not above a directory holding setup.py,
+    setup.cfg or .git)."""
     if settings.config_path:
         return os.path.dirname(os.path.abspath(settings.config_path))
     given = [os.path.abspath(p) for p in paths if p != "-"] or [os.getcwd()]
@@ -246,9 +247,16 @@ def project_root(settings: Settings, paths: list[str]) -> str:
         if parent == d:
             break
         d = parent
-    while os.path.isfile(os.path.join(common, "__init__.py")):  # above the top package
+    # above the top package, unless the directory is a project's own root (a repository
+    # whose root holds an __init__.py next to its setup.py)
+    while os.path.isfile(os.path.join(common, "__init__.py")) and not any(
+        os.path.exists(os.path.join(common, m)) for m in _ROOT_MARKERS
+    ):
         common = os.path.dirname(common)
     return common
+
+
+_ROOT_MARKERS = ("setup.py", "setup.cfg", ".git")
 
 
 def _gitignore(d: str) -> _FastSpec | None:

@@ -240,6 +240,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     index.restores_optimizer = any(getattr(r, "restores", True) for r in everything)
     wanted = _users_of(index, summaries)
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
+    subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
     out = []
     for r in results:
         if bases and absolute(r.path) in bases and not r.errors and r.path.endswith(".py"):
@@ -248,6 +249,9 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
         elif r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py") and wanted.may_import(r.path):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
+        elif r.summary is None and not r.errors and subclassers is not None and r.path.endswith(".py") and subclassers.may_import(r.path):
+            _configure_engine(settings, enabled)
+            out.append(_reanalyse(r, index, subclassers))  # screened out, may subclass a base that calls it under autocast
         elif r.summary is not None and not r.errors and (
             _calls_out(index, r) or (not index.restores_optimizer and any(d.code == "AMP301" for d in r.diagnostics))
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes
@@ -256,6 +260,39 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
         else:
             out.append(r)
     return out
+
+
+class _AutocastSubclassers:
+    """The project classes whose methods call ``self.<m>()`` inside autocast (a base
+    trainer's ``with autocast(): self.step(batch)``): a screened-out file that names one of
+    them and runs a backward may define the ``step`` that runs under it (AMP002)."""
+
+    def __init__(self, index, names: set[str], paths: set[str]):
+        self.index = index
+        self.words = [n.encode() for n in sorted(names)]
+        self.heads = {m.split(".", 1)[0] for p in paths if (m := index.module_of.get(absolute(p)))}
+        self.dirs = {os.path.dirname(absolute(p)) for p in paths}
+
+    @classmethod
+    def of(cls, index, summaries) -> "_AutocastSubclassers | None":
+        names, paths = set(), set()
+        for path, s in summaries.items():
+            for qual, f in s.functions.items():
+                if "." in qual and any(c.in_autocast and c.callee.startswith("self.") for c in f.calls):
+                    names.add(qual.rsplit(".", 2)[-2])
+                    paths.add(path)
+        return cls(index, names, paths) if names else None
+
+    def may_import(self, path: str) -> bool:
+        """A module of the base's top-level package, or a file beside the base's."""
+        ap = absolute(path)
+        m = self.index.module_of.get(ap)
+        return (m is not None and m.split(".", 1)[0] in self.heads) or os.path.dirname(ap) in self.dirs
+
+    def search(self, data: bytes):
+        if b"backward" not in data:
+            return None
+        return next((w for w in self.words if w in data), None)
 
 
 class _HelperUsers:
@@ -315,7 +352,8 @@ def _calls_out(index, r: FileResult) -> bool:
             hit = index.resolve(r.path, c.callee, f.cls)
             if hit is not None and hit[0] != me and hit[1].interesting:
                 return True
-    return False
+    # a base class in another file calls one of its methods under autocast (AMP002)
+    return any(fact.bases and index.inherited_autocast_calls(r.path, q) for q, fact in r.summary.classes.items())
 
 
 def _reanalyse(r: FileResult, index, only_if=None) -> FileResult:

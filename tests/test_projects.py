@@ -141,3 +141,92 @@ def test_a_checkpoint_saved_once_after_training_matters_only_if_the_project_resu
     # pre-commit passing the one file: the index still covers the project
     p = run_amplint("check", "--no-cache", "--preview", "--select", "AMP301", "--output-format", "concise", "train.py", cwd=tmp_path)
     assert ("train.py:12:5: AMP301" in p.stdout) == resumes, p.stdout
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def _codes(root: Path, *paths: str) -> set[tuple[str, str]]:
+    p = run_amplint("check", "--no-cache", "--preview", "--exit-zero", "--output-format", "json", *(paths or (".",)), cwd=root)
+    assert p.returncode == 0, p.stderr
+    return {(os.path.relpath(os.path.join(root, d["filename"]), root).replace(os.sep, "/"), d["code"]) for d in json.loads(p.stdout)}
+
+
+_SAVE_STATE = (
+    "import torch\n"
+    "def save_state(path, model, optimizer, epoch):\n"
+    "    torch.save({'model': model.state_dict(), 'optimizer': optimizer.state_dict(), 'epoch': epoch}, path)\n"
+    "def load_state(path, model, optimizer):\n"
+    "    state = torch.load(path)\n"
+    "    optimizer.load_state_dict(state['optimizer'])\n"
+)
+_TRAIN_WITH_SAVE_STATE = (
+    "import torch\n"
+    "from pkg.runtime.common import load_state, save_state\n"
+    "def train(model, optimizer, loader, resume=None):\n"
+    "    scaler = torch.amp.GradScaler('cuda')\n"
+    "    if resume:\n"
+    "        load_state(resume, model, optimizer)\n"
+    "    for epoch in range(10):\n"
+    "        for x in loader:\n"
+    "            scaler.scale(model(x)).backward()\n"
+    "            scaler.step(optimizer)\n"
+    "            scaler.update()\n"
+    "        save_state('ckpt.pt', model, optimizer, epoch)\n"
+)
+
+
+def test_package_nested_in_a_monorepo_resolves_from_the_nearest_folder_above(tmp_path):
+    """``PyTorch/Proj/pkg/runtime/train.py`` imports ``pkg.runtime.common``: the package is run
+    from ``PyTorch/Proj``, not from the repository root, and its helpers are followed."""
+    _write(tmp_path, {
+        "pyproject.toml": "",
+        "PyTorch/Proj/pkg/__init__.py": "",
+        "PyTorch/Proj/pkg/runtime/__init__.py": "",
+        "PyTorch/Proj/pkg/runtime/common.py": _SAVE_STATE,
+        "PyTorch/Proj/pkg/runtime/train.py": _TRAIN_WITH_SAVE_STATE,
+    })
+    assert _codes(tmp_path) == {("PyTorch/Proj/pkg/runtime/train.py", "AMP301")}
+    # the same helper given the scaler state is silent
+    (tmp_path / "PyTorch/Proj/pkg/runtime/common.py").write_text(_SAVE_STATE.replace(
+        "'epoch': epoch}", "'epoch': epoch, 'scaler': scaler.state_dict()}").replace("optimizer, epoch)", "optimizer, epoch, scaler)"))
+    (tmp_path / "PyTorch/Proj/pkg/runtime/train.py").write_text(_TRAIN_WITH_SAVE_STATE.replace(
+        "optimizer, epoch)", "optimizer, epoch, scaler)"))
+    assert _codes(tmp_path) == set()
+
+
+def test_repository_root_with_init_and_setup_py_is_the_project_root(tmp_path):
+    """A repository whose root holds ``__init__.py`` beside ``setup.py`` (no pyproject.toml):
+    its packages import from that root, so the index resolves ``pkg.base`` there, including a
+    class re-exported by a star import in the package's ``__init__``."""
+    repo = tmp_path / "repo"
+    _write(repo, {
+        "__init__.py": "",
+        "setup.py": "",
+        "pkg/__init__.py": "from .base import *\n",
+        "pkg/base.py": (
+            "import torch\n"
+            "class BaseTrainer:\n"
+            "    def iterate(self, loader):\n"
+            "        for batch in loader:\n"
+            "            with torch.autocast('cuda'):\n"
+            "                self.step(batch)\n"
+        ),
+        "pkg/sub.py": (
+            "import torch\n"
+            "from pkg import BaseTrainer\n"
+            "class Trainer(BaseTrainer):\n"
+            "    def __init__(self):\n"
+            "        self.scaler = torch.amp.GradScaler('cuda')\n"
+            "    def step(self, batch):\n"
+            "        self.scaler.scale(self.model(batch)).backward()\n"
+            "        self.scaler.step(self.optimizer)\n"
+            "        self.scaler.update()\n"
+        ),
+    })
+    assert _codes(repo) == {("pkg/sub.py", "AMP002")}
+    assert _codes(repo, "pkg/sub.py") == {("pkg/sub.py", "AMP002")}

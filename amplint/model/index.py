@@ -141,6 +141,38 @@ class ProjectIndex:
         """The files defining a base class of some scaler-holding project class."""
         return {p for p, _q in self._subclass_map()}
 
+    def inherited_autocast_calls(self, path: str, cls: str) -> list[tuple[str, str, str, int]]:
+        """Calls ``self.<m>()`` that methods class ``cls`` of ``path`` inherits from project
+        base classes make inside an autocast region (a base ``iterate()`` running
+        ``with autocast(...): self.step(data)``): ``(base path, base method, m, line)``.
+        A method the class or a class between defines replaces the base's."""
+        out: list[tuple[str, str, str, int]] = []
+        s = self.summary(path)
+        fact = s.classes.get(cls) if s is not None else None
+        if fact is None or not fact.bases:
+            return out
+        seen: set[tuple[str, str]] = set()
+
+        def climb(p, f, overridden, depth):
+            if depth > 4:
+                return
+            for b in f.bases:
+                hit = self.resolve_class(p, b)
+                if hit is None or hit in seen:
+                    continue
+                seen.add(hit)
+                bs = self.summary(hit[0])
+                base = bs.classes[hit[1]]
+                for name in sorted(base.methods - overridden):
+                    fs = bs.function(f"{hit[1]}.{name}")
+                    for cf in fs.calls if fs is not None else ():
+                        if cf.in_autocast and cf.callee.startswith("self.") and "." not in cf.callee[5:]:
+                            out.append((hit[0], f"{hit[1]}.{name}", cf.callee[5:], cf.line))
+                climb(hit[0], base, overridden | set(base.methods), depth + 1)
+
+        climb(absolute(path), fact, set(fact.methods), 0)
+        return out
+
     def _climb(self, path, qual, fact, sub, overridden, depth) -> None:
         if depth > 4:
             return
@@ -182,21 +214,34 @@ class ProjectIndex:
             head = parts[i]
             if s is not None and head in s.imports:  # re-exported through this module
                 return self._resolve(target, ".".join([s.imports[head], *parts[i + 1:]]), None, _depth + 1, lookup)
+            if s is not None:  # re-exported by a star import (`from .base_trainer import *`)
+                for k, v in s.imports.items():
+                    if k.startswith("*"):
+                        hit = self._resolve(target, ".".join([v[:-2], *parts[i:]]), None, _depth + 1, lookup)
+                        if hit is not None:
+                            return hit
             return None
         return None
 
     def _sibling(self, ap: str, parts: list[str], lookup=None):
         """``from helpers import f`` in a script: Python puts the script's directory first on
-        sys.path, so a module beside the file wins."""
+        sys.path, so a module beside the file wins. Else the nearest directory above the file
+        (inside the project) that holds the module: a package nested in a monorepo
+        (``PyTorch/X/pkg/runtime/train.py`` importing ``pkg.runtime.common``), run from
+        its own folder."""
         d = os.path.dirname(ap)
-        for i in range(len(parts) - 1, 0, -1):
-            base = os.path.join(d, *parts[:i])
-            for cand in (base + ".py", os.path.join(base, "__init__.py")):
-                if cand in self.module_of:
-                    if cand == ap:
-                        return None
-                    return (lookup or self._lookup)(cand, ".".join(parts[i:]))
-        return None
+        top = next((r for r in self.roots if ap.startswith(r if r.endswith(os.sep) else r + os.sep)), None)
+        while True:
+            for i in range(len(parts) - 1, 0, -1):
+                base = os.path.join(d, *parts[:i])
+                for cand in (base + ".py", os.path.join(base, "__init__.py")):
+                    if cand in self.module_of:
+                        if cand == ap:
+                            return None
+                        return (lookup or self._lookup)(cand, ".".join(parts[i:]))
+            if top is None or d == top or len(d) <= len(top):
+                return None
+            d = os.path.dirname(d)
 
     def lookup(self, path: str, qual: str) -> tuple[str, FuncSummary] | None:
         """The function ``qual`` (qualified within its file: ``f``, ``C.m``, ``f.inner``) of ``path``."""

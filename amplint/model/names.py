@@ -86,10 +86,14 @@ def add_import(scope: dict[str, str], node: ast.Import | ast.ImportFrom) -> None
         if node.level or not node.module:
             # Relative imports are the project's own code, never torch.
             for alias in node.names:
+                if alias.name == "*":  # one entry per star import (a package re-exporting its modules)
+                    scope["*" + "." * node.level + (node.module or "")] = "." * node.level + (node.module or "") + ".*"
+                    continue
                 scope[alias.asname or alias.name] = "." * node.level + (node.module or "") + "." + alias.name
             return
         for alias in node.names:
             if alias.name == "*":
+                scope["*" + node.module] = node.module + ".*"
                 continue
             scope[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 

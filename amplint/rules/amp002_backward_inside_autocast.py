@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import ast
+import os
 
 from amplint.diagnostics import Fix, MoveOutOfWith
+from amplint.fspath import absolute
+from amplint.model import amp_ish
 from amplint.rules import Invalid, Rule
 from amplint.rules._autocast import enabled_flag
 from amplint.rules._util import stmt_anchor
@@ -37,7 +40,10 @@ Checks for `loss.backward()` or `scaler.scale(loss).backward()` (and
 `torch.autograd.backward(...)`, `accelerator.backward(loss)`) inside a `torch.autocast`
 block that is enabled or may be (`enabled=` not the literal `False`), accelerate's
 `accelerator.autocast()` included (it enters `torch.autocast`), directly or through a
-project function called in the block.
+project function called in the block. In project mode it also follows a base class that
+calls a method inside autocast (`with torch.autocast(...): self.step(batch)` in
+`BaseTrainer.iterate()`): a subclass's `step()` in another module that runs `backward()`
+outside a region of its own is reported there (not in an arm of an `if` that turns AMP off).
 
 ## Why is this bad?
 PyTorch's AMP recipe runs only the forward pass and the loss under autocast: "backward
@@ -234,6 +240,7 @@ with torch.autocast("cuda"):
 
     def check(self, model):
         yield from self._through_calls(model)
+        yield from self._under_inherited_autocast(model)
         for e in model.events():
             if e.kind not in ("backward", "framework_backward"):
                 continue
@@ -269,6 +276,35 @@ with torch.autocast("cuda"):
                     f"`with` block (run only the forward pass and the loss under autocast)",
                     None, c.stmt,
                 )
+
+    def _under_inherited_autocast(self, model):
+        """A method of this class that a base class (another module, project mode) calls
+        inside an autocast region, ``with autocast(...): self.step(data)`` in
+        ``BaseTrainer.iterate()``, and that runs ``backward()`` outside any region of its own:
+        the backward still runs under the base's autocast."""
+        index = model.index
+        if not hasattr(index, "inherited_autocast_calls"):
+            return
+        for qual, info in model.classes.items():
+            calls = index.inherited_autocast_calls(model.path, qual)
+            for bpath, bmeth, name, line in calls:
+                f = info.methods.get(name)
+                if f is None:
+                    continue
+                root = index.roots[0] if getattr(index, "roots", None) else os.path.dirname(absolute(bpath))
+                where = f"{os.path.relpath(bpath, root).replace(os.sep, '/')}:{line}"
+                for e in f.events:
+                    if e.kind not in ("backward", "framework_backward") or e.ctx.autocasts:
+                        continue
+                    if any(lit.key and not lit.pol and amp_ish(lit.key) for lit in e.ctx.lits):
+                        continue  # the branch without AMP: the base's autocast is likely off there too
+                    what = "backward()" if e.kind == "backward" else f"{model.text(e.node.func)}()"
+                    yield self.diagnostic(
+                        model, e.node,
+                        f"`{what}` runs inside an autocast region: `{bmeth}()` ({where}) calls `self.{name}()` "
+                        f"inside `autocast`; run only the forward pass and the loss under autocast",
+                        None, e.stmt,
+                    )
 
     def _fix(self, model, e, region):
         w = region.with_node
