@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement, RewriteCall
-from amplint.model import Event, amp_ish
+from amplint.model import CERTAIN, Event, amp_ish
 from amplint.model.filemodel import NOT_OPTIMIZER, OPTIMIZER_NAME
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import alone_on_line, branch_guard, scaler_text, simple_stmt, stmt_anchor
@@ -28,7 +28,10 @@ alone fails with `No inf checks were recorded prior to update.`
 
 Branches are understood: `if use_amp: scaler.step(opt) else: opt.step()`, early returns and
 `continue`s, and framework backward calls (`accelerator.backward(loss)`, Lightning's
-`manual_backward`) are not reported.
+`manual_backward`) are not reported. The scaled backward may run in a project helper handed
+the scaler (`train_step(model, optim, batch, scaler)` whose summary scales with it): a plain
+`z_optim.step()` after that call is reported (no fix is offered there); a helper that runs a
+plain backward of its own in between ends the scaled gradients' reach.
 
 ## Example
 ```python
@@ -49,6 +52,41 @@ The fix rewrites `optimizer.step()` to `scaler.step(optimizer)` and inserts
 then calls the same `optimizer.step()`.
 """
     valid = [
+        # a helper runs its own plain backward between the scaled one and the step
+        """
+import torch
+def d_step(disc, opt_d, x, scaler):
+    scaler.scale(disc(x).mean()).backward()
+    scaler.step(opt_d)
+    scaler.update()
+def g_step(gen, x):
+    gen(x).mean().backward()
+def main(disc, gen, opt_d, opt_g, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        d_step(disc, opt_d, x, scaler)
+        g_step(gen, x)
+        opt_g.step()
+""",
+        # the plain step runs only without a scaler
+        """
+import torch
+def train_step(model, optim, x, scaler):
+    loss = model(x)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+def main(model, optim, loader, amp):
+    scaler = torch.amp.GradScaler("cuda") if amp else None
+    for x in loader:
+        train_step(model, optim, x, scaler)
+        if scaler is None:
+            optim.step()
+        else:
+            scaler.step(optim)
+            scaler.update()
+""",
         # exclusive branches on the same switch
         """
 import torch
@@ -105,6 +143,23 @@ optimizer.step()
 """,
     ]
     invalid = [
+        # the scaled backward runs in a helper; the caller steps a second optimizer itself
+        Invalid(
+            """
+import torch
+def train_step(model, optim, x, scaler):
+    loss = model(x)
+    scaler.scale(loss).backward()
+    scaler.step(optim)
+    scaler.update()
+def main(model, optim, z_optim, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        z_optim.zero_grad()
+        train_step(model, optim, x, scaler)
+        z_optim.step()
+""",
+        ),
         # a plain step of each optimizer in a loop over the optimizers: reported, no fix
         Invalid(
             """
@@ -191,13 +246,15 @@ for i, x in enumerate(loader):
     def check(self, model):
         lambdas = self._lambda_steps(model)
         for f in model.funcs:
-            backs = [e for e in f.events if e.kind == "backward" and e.scaled]
+            via = _helper_backwards(model, f)
+            backs = [e for e in f.events if e.kind == "backward" and e.scaled] + [e for e in via if e.scaled]
             if not backs:
                 continue
+            events = sorted([*f.events, *via], key=lambda e: e.seq) if via else f.events
             for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]:
                 if p.kind != "opt_step" or _in_conditional_expression(p):
                     continue  # `scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split
-                b = self._source_backward(f, backs, p)
+                b = self._source_backward(events, backs, p)
                 if b is None:
                     continue
                 s = scaler_text(model, f, b.scaler)
@@ -205,9 +262,12 @@ for i, x in enumerate(loader):
                     u.kind == "unscale" and u.optimizer == p.optimizer and b.seq < u.seq < p.seq and u.co_occurs(p)
                     for u in f.events
                 )
+                helper = b.extra.get("helper")
                 why = (
                     "inf/NaN steps are not skipped"
                     if unscaled
+                    else f"its gradients come from the scaled backward in `{helper}()` (line {b.node.lineno})"
+                    if helper
                     else "its gradients come from a scaled backward"
                 )
                 where = p.extra.get("report")
@@ -215,8 +275,9 @@ for i, x in enumerate(loader):
                     model,
                     where if where is not None else p.node,
                     f"`{p.optimizer}.step()` bypasses the GradScaler: {why}; "
-                    f"use `{s}.step({p.optimizer})` (unscales, skips inf/NaN steps)",
-                    None if p.extra.get("nofix") or _in_optimizer_loop(p) else self._fix(model, f, p, b, s),
+                    f"use `{s}.step({p.optimizer})` (unscales, skips inf/NaN steps)"
+                    + (f", before the `update()` in `{helper}()`" if helper and b.extra.get("updates") else ""),
+                    None if p.extra.get("nofix") or helper or _in_optimizer_loop(p) else self._fix(model, f, p, b, s),
                     p.extra.get("report_stmt", p.stmt),
                 )
 
@@ -269,7 +330,7 @@ for i, x in enumerate(loader):
         return out
 
     @staticmethod
-    def _source_backward(f, backs, p):
+    def _source_backward(events, backs, p):
         """The scaled backward whose gradients ``p`` steps, or None."""
         p_loops = set(map(id, p.loops))
         if p.optimizer:
@@ -281,7 +342,7 @@ for i, x in enumerate(loader):
         if not candidates:
             return None
         b = candidates[-1]
-        for u in f.events:
+        for u in events:
             if u.kind in ("backward", "framework_backward") and not u.scaled and b.seq < u.seq < p.seq and u.co_occurs(p) and u.co_occurs(b):
                 return None  # p steps the gradients of an unscaled backward
         # p sits in a branch of its own whose test is about AMP (`if not use_amp: opt.step()`)
@@ -335,3 +396,31 @@ def _in_conditional_expression(p) -> bool:
         if isinstance(n, ast.IfExp) and any(x is p.node for x in (*ast.walk(n.body), *ast.walk(n.orelse))):
             return True
     return False
+
+
+def _helper_backwards(model, f) -> list:
+    """Backwards that run inside project helpers called from ``f``: a helper handed a
+    scaler whose summary scales with it (``train(model, optim, batch, scaler=scaler)``
+    running ``scaler.scale(loss).backward()``) is a scaled backward at the call; a helper
+    that runs a backward and is handed no scaler is a plain one (it ends the scaled
+    gradients' reach). Unresolved calls add nothing (unknown)."""
+    out = []
+    for c in f.calls:
+        if not (c.arg_keys or c.node.args or c.node.keywords) or c.qualname in (None, "torch.save"):
+            continue
+        hit = model.project_callee(c)
+        if hit is None:
+            continue
+        _path, callee, facts = hit
+        scaled = None
+        for pos, k in c.arg_keys:
+            if model.scaler_status(k) == CERTAIN and "scale" in facts.scaler_ops.get(callee.param_at(pos) or "", ()):
+                scaled = k
+                break
+        if scaled is not None:
+            ops = facts.scaler_ops.get(callee.param_at(next(p for p, k in c.arg_keys if k == scaled)) or "", ())
+            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, scaler=scaled, scaled=True,
+                             extra={"helper": model.text(c.node.func), "updates": "update" in ops}))
+        elif facts.backward and not facts.scaler_ops:
+            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, extra={"helper": model.text(c.node.func)}))
+    return out
