@@ -23,6 +23,22 @@ def _alone_end(model, stmt) -> bool:
     return rest.split("#", 1)[0].strip() == ""
 
 
+def _per_item(step, lits, u) -> bool:
+    """The step's condition reads the variable of a loop the update is not in
+    (``for key in self.optimizers: if names and key not in names: continue`` or
+    ``if self.optimizer_types[key] == "adam": scaler.step(...)``): it may hold on some
+    items and not others, and whether any item steps is unknown."""
+    groups = {lit.group for lit in lits}
+    for lp in step.ctx.loops:
+        if lp in u.ctx.loops or not lp.targets:
+            continue
+        for n in ast.walk(lp.node):
+            if isinstance(n, ast.If) and id(n) in groups:
+                if any(isinstance(x, ast.Name) and x.id in lp.targets for x in ast.walk(n.test)):
+                    return True
+    return False
+
+
 def accumulation_guard(lit) -> bool:
     k = (lit.key or "").lower()
     return "%" in k or "accum" in k or "sync_grad" in k
@@ -63,8 +79,10 @@ only when all of them are false), step and update under the same condition (also
 same test), an unconditional `unscale_()` before the condition (it records the inf checks,
 measured: no error), steps in every arm of the branch, an AMP switch (`if use_amp:
 scaler.step(opt) else: opt.step()`, or a condition naming AMP), scalers constructed with
-`enabled=False`, and gradient-accumulation guards (`if (i + 1) % accum == 0:`), which
-AMP007 reports.
+`enabled=False`, gradient-accumulation guards (`if (i + 1) % accum == 0:`), which
+AMP007 reports, and a step whose condition reads the variable of a loop over optimizers that
+the update is not in (`for name in self.optimizers: if names and name not in names: continue`):
+whether some optimizer steps is unknown.
 
 ## Example
 ```python
@@ -179,6 +197,26 @@ for i, x in enumerate(loader):
         scaler.step(opt)
     scaler.update()
 """,
+        # the step's condition depends on the optimizer the inner loop is at: some item steps
+        """
+import torch
+class Manager:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def step_optimizers(self, names=None):
+        for name in self.optimizers:
+            if names and name not in names:
+                continue
+            self.scaler.step(self.optimizers[name])
+        self.scaler.update()
+    def step_by_type(self):
+        for key in self.optimizers:
+            if self.optimizer_types[key] == "adam":
+                self.scaler.step(self.optimizers[key])
+            else:
+                self.optimizers[key].step(self.closure)
+        self.scaler.update()
+""",
     ]
     invalid = [
         Invalid(
@@ -265,6 +303,8 @@ class Trainer:
                 arms.setdefault(lit.group, set()).add(lit.arm)
         if any(len(a) > 1 for a in arms.values()):
             return None  # steps in several arms of one branch
+        if any(_per_item(e, guards[id(e)], u) for e in steps):
+            return None
         s = steps[-1]
         g = guards[id(s)]
         if any(accumulation_guard(lit) for lit in g):
