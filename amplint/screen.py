@@ -2,7 +2,8 @@
 
 A file is parsed only when the tokens some rule needs are present:
 
-* a ``GradScaler`` (construction, import or annotation), or a deprecated or apex AMP module
+* a ``GradScaler`` (construction, import or annotation), timm's ``NativeScaler`` wrapper
+  (AMP301), or a deprecated or apex AMP module
   (``cuda.amp``, ``cpu.amp``, ``import amp``, ``apex`` with an ``amp`` name): every rule;
 * a scaler known only by its name (``scaler``, ``self.grad_scaler``, ``SCALER``, in any
   case): the model treats such a name as a ``GradScaler`` only in a file that mentions torch
@@ -35,7 +36,7 @@ from __future__ import annotations
 import re
 
 # Any of these alone: a GradScaler or a deprecated AMP module is named.
-_STRONG = (b"GradScaler", b"cuda.amp", b"cpu.amp", b"import amp")
+_STRONG = (b"GradScaler", b"NativeScaler", b"cuda.amp", b"cpu.amp", b"import amp")
 # torch AMP is mentioned: a scaler-named variable may then be a GradScaler.
 _MENTION = (b"autocast", b"torch.amp")
 _SCALER_ANY_CASE = re.compile(rb"(?i)scaler")

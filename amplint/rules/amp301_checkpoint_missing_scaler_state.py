@@ -4,13 +4,19 @@ import ast
 import re
 
 from amplint.fspath import absolute
-from amplint.model.names import literal_dict, state_owner
+from amplint.model.names import literal_dict, qualify, state_owner
 
 from amplint.model import CERTAIN
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled
 
 REGISTERS = re.compile(r"save|checkpoint|ckpt|regist|track|state|persist", re.IGNORECASE)
+_FVCORE_CHECKPOINTERS = {
+    "fvcore.common.checkpoint.Checkpointer", "detectron2.checkpoint.DetectionCheckpointer",
+    "detectron2.checkpoint.Checkpointer", "detectron2.checkpoint.detection_checkpoint.DetectionCheckpointer",
+}
+_TRAINER_CHECKPOINT = re.compile(r"Checkpointer\(\s*[^()]*(?:\([^()]*\)[^()]*)*\btrainer\s*=")
+_D2_SIMPLE_TRAINERS = {"detectron2.engine.SimpleTrainer", "detectron2.engine.train_loop.SimpleTrainer"}
 
 
 class CheckpointMissingScalerState(Rule):
@@ -22,9 +28,20 @@ class CheckpointMissingScalerState(Rule):
 ## What it does
 Checks for `torch.save({...})` of a checkpoint that holds `optimizer.state_dict()` but not
 `scaler.state_dict()`, in a function (or class) that trains with an enabled `GradScaler`,
-in a save helper it calls (same file or another module), or in a method of a base class
-that a subclass in another module inherits while it trains with `self.<scaler>` (project
-mode).
+in a save helper it calls (same file or another module), in a method of the same object
+that saves `self.optimizer` (`self.save(path)` while the scaler is local to the caller), or
+in a method of a base class that a subclass in another module inherits while it trains with
+`self.<scaler>` (project mode).
+
+A loss-scaler wrapper counts as the scaler it holds: timm's `NativeScaler()`, or a project
+class that builds an enabled `GradScaler` in `self.<attr>` and defines `state_dict()` (MAE's
+`NativeScalerWithGradNormCount`); its `state_dict()` belongs in the checkpoint.
+
+Framework checkpointers: an fvcore/detectron2 `Checkpointer(model, dir, optimizer=...)`
+without the scaler among its checkpointables, and a detectron2 `SimpleTrainer` subclass
+that trains with a GradScaler of its own but keeps SimpleTrainer's `state_dict()` (iteration
+and optimizer only; detectron2's `AMPTrainer` adds `"grad_scaler"`) while the file passes
+`trainer=` to a checkpointer. `checkpointer.resume_or_load(...)` counts as resuming.
 
 ## Why is this bad?
 The loss scale the scaler has learned (and its growth tracker) is lost on resume: the
@@ -61,6 +78,62 @@ torch.save(
 ```
 """
     valid = [
+        # the wrapper's state is saved
+        """
+import torch
+from timm.utils import NativeScaler
+def main(model, optimizer, loader):
+    loss_scaler = NativeScaler()
+    for epoch in range(10):
+        for x in loader:
+            loss_scaler(model(x), optimizer)
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": loss_scaler.state_dict()}, "ckpt.pth")
+""",
+        # detectron2: the subclass saves its scaler in its own state_dict; fvcore given the scaler
+        """
+import torch
+from detectron2.checkpoint import DetectionCheckpointer
+from detectron2.engine import SimpleTrainer
+from fvcore.common.checkpoint import Checkpointer
+class Trainer(SimpleTrainer):
+    def __init__(self, model, loader, optimizer):
+        super().__init__(model, loader, optimizer)
+        self.grad_scaler = torch.amp.GradScaler("cuda")
+    def run_step(self):
+        loss = self.model(next(self._data_loader_iter))
+        self.grad_scaler.scale(loss).backward()
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()
+    def state_dict(self):
+        ret = super().state_dict()
+        ret["grad_scaler"] = self.grad_scaler.state_dict()
+        return ret
+def do_train(model, loader, optimizer, out):
+    trainer = Trainer(model, loader, optimizer)
+    DetectionCheckpointer(model, out, trainer=trainer).resume_or_load("", resume=True)
+def train(model, optimizer, loader, out):
+    scaler = torch.amp.GradScaler("cuda")
+    checkpointer = Checkpointer(model, out, optimizer=optimizer, scaler=scaler)
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    checkpointer.save("last")
+""",
+        # the method saves the scaler it is given
+        """
+import torch
+class Model(torch.nn.Module):
+    def fit(self, loader, path):
+        scaler = torch.amp.GradScaler("cuda")
+        for x in loader:
+            scaler.scale(self(x)).backward()
+            scaler.step(self.optimizer)
+            scaler.update()
+        self.save(path, scaler)
+    def save(self, path, scaler):
+        torch.save({"optimizer": self.optimizer.state_dict(), "scaler": scaler.state_dict()}, path)
+""",
         # dict(...) with the scaler state
         """
 import torch
@@ -152,6 +225,100 @@ def main(model, optimizer, loader, resume):
 """,
     ]
     invalid = [
+        # a loss-scaler wrapper (timm's NativeScaler, MAE's NativeScalerWithGradNormCount)
+        Invalid(
+            """
+import torch
+from timm.utils import NativeScaler
+def main(model, optimizer, loader):
+    loss_scaler = NativeScaler()
+    for epoch in range(10):
+        for x in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(x)
+            loss_scaler(loss, optimizer, parameters=model.parameters())
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "ckpt.pth")
+""",
+        ),
+        Invalid(
+            """
+import torch
+class ScalerWithNorm:
+    def __init__(self):
+        self._scaler = torch.amp.GradScaler("cuda")
+    def __call__(self, loss, optimizer):
+        self._scaler.scale(loss).backward()
+        self._scaler.step(optimizer)
+        self._scaler.update()
+    def state_dict(self):
+        return self._scaler.state_dict()
+def main(model, optimizer, loader):
+    loss_scaler = ScalerWithNorm()
+    for epoch in range(10):
+        for x in loader:
+            loss_scaler(model(x), optimizer)
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "ckpt.pth")
+""",
+        ),
+        # a method of the object saves self.optimizer; the scaler is local to the caller
+        Invalid(
+            """
+import torch
+class Model(torch.nn.Module):
+    def fit(self, loader, epochs, path):
+        scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(epochs):
+            for x in loader:
+                scaler.scale(self(x)).backward()
+                scaler.step(self.optimizer)
+                scaler.update()
+            self.save(path)
+    def save(self, path):
+        torch.save({"model": self.state_dict(), "optimizer": self.optimizer.state_dict()}, path)
+    def load(self, path):
+        self.optimizer.load_state_dict(torch.load(path)["optimizer"])
+""",
+        ),
+        # detectron2: a SimpleTrainer subclass with its own scaler and SimpleTrainer's state_dict
+        Invalid(
+            """
+import torch
+from detectron2.checkpoint import DetectionCheckpointer
+from detectron2.engine import SimpleTrainer
+class Trainer(SimpleTrainer):
+    def __init__(self, model, loader, optimizer):
+        super().__init__(model, loader, optimizer)
+        self.grad_scaler = torch.amp.GradScaler("cuda")
+    def run_step(self):
+        loss = self.model(next(self._data_loader_iter))
+        self.optimizer.zero_grad()
+        self.grad_scaler.scale(loss).backward()
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()
+def do_train(model, loader, optimizer, out, resume):
+    trainer = Trainer(model, loader, optimizer)
+    checkpointer = DetectionCheckpointer(model, out, trainer=trainer)
+    checkpointer.resume_or_load("", resume=resume)
+    trainer.train(0, 1000)
+""",
+        ),
+        # fvcore: the optimizer is a checkpointable, the scaler is not
+        Invalid(
+            """
+import torch
+from fvcore.common.checkpoint import Checkpointer
+def train(model, optimizer, loader, out):
+    scaler = torch.amp.GradScaler("cuda")
+    checkpointer = Checkpointer(model, out, optimizer=optimizer)
+    checkpointer.resume_or_load(out, resume=True)
+    for i, x in enumerate(loader):
+        scaler.scale(model(x)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if i % 1000 == 0:
+            checkpointer.save(f"model_{i}")
+""",
+        ),
         # a save helper defined beside the training function, inside main (closures)
         Invalid(
             """
@@ -230,10 +397,12 @@ class Trainer:
     def check(self, model):
         yield from self._inherited(model)
         keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k) and _trains(model, k)]
+        keys += [k for k in _wrapper_keys(model) if k not in keys]
         if not keys:
             return
         saved = {e.scaler for e in model.events("scaler_state")}
         yield from self._through_helpers(model, keys, saved)
+        yield from self._framework_trainer(model, keys, saved)
         saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
         if not saves:
             return
@@ -261,6 +430,60 @@ class Trainer:
                 f"scale at 65536 and skips steps while it re-learns it; save and load the scaler state too",
                 None,
                 c.stmt,
+            )
+
+    def _framework_trainer(self, model, keys, saved):
+        """detectron2: a ``SimpleTrainer`` subclass that trains with a GradScaler of its own,
+        checkpointed as ``DetectionCheckpointer(model, dir, trainer=trainer)`` in the same
+        file. The checkpointer saves ``trainer.state_dict()``; SimpleTrainer's holds the
+        iteration and the optimizer state only (detectron2's ``AMPTrainer`` adds
+        ``"grad_scaler"``), so the scaler state is lost unless the class defines its own."""
+        if getattr(model.index, "restores_optimizer", None) is False:
+            return
+        for c in model.qual_calls:
+            if c.qualname not in _FVCORE_CHECKPOINTERS:
+                continue
+            kws = [kw for kw in c.node.keywords if kw.arg]
+            if any(kw.arg is None for kw in c.node.keywords) or len(c.node.args) > 2:
+                continue  # **checkpointables: what is registered is unknown
+            if not any(isinstance(kw.value, (ast.Name, ast.Attribute)) and model.is_optimizer(kw.value, c.func) for kw in kws):
+                continue
+            if any(re.search(r"scal", model.text(kw.value), re.I) or re.search(r"scal", kw.arg, re.I) for kw in kws):
+                continue
+            in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
+            if not in_scope or any(self._registered(model, k, resolved=False) for k in in_scope):
+                continue
+            name = str(in_scope[0][-1])
+            yield self.diagnostic(
+                model, c.node,
+                f"`{model.text(c.node.func)}` checkpoints the optimizer but not `{name}` (pass it as `scaler={name}`: "
+                f"fvcore saves each keyword's `state_dict()`): a resumed run restarts the loss scale at 65536 and "
+                f"skips steps while it re-learns it",
+                None, c.stmt,
+            )
+        if not _TRAINER_CHECKPOINT.search(model.source):
+            return  # the trainer is not a checkpointable here (the call may sit in code without AMP tokens)
+        for qual, info in model.classes.items():
+            node = info.node
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {qualify(b, [model.module_scope]) for b in node.bases}
+            if not bases & _D2_SIMPLE_TRAINERS:
+                continue
+            own = [k for k in keys if k[0] == "A" and k[1] == qual and k not in saved]
+            if not own:
+                continue
+            if any(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == "state_dict" for m in node.body):
+                continue  # its own state_dict: the main path judges what it holds
+            made = next((a for a in model.assigns.get(own[0], ()) if a.stmt is not None), None)
+            at = made.stmt if made is not None else node
+            yield self.diagnostic(
+                model, at,
+                f"`{node.name}` (a detectron2 `SimpleTrainer`) trains with `self.{own[0][-1]}`, but the checkpointer "
+                f"saves `trainer.state_dict()`, which holds only the iteration and the optimizer state: a resumed run "
+                f"restarts the loss scale at 65536 and skips steps while it re-learns it; add `state_dict()`/"
+                f"`load_state_dict()` that save and load `self.{own[0][-1]}.state_dict()` (as `AMPTrainer` does)",
+                None, at,
             )
 
     def _inherited(self, model):
@@ -307,11 +530,18 @@ class Trainer:
             if c.qualname in ("torch.save", None) or not c.node.args and not c.node.keywords:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
-            if not in_scope or not self._hands_state(model, c):
+            hands = self._hands_state(model, c)
+            if not hands:  # self.save(path): only a scaler local to the caller is out of the method's reach
+                in_scope = [k for k in in_scope if k[0] == "L"] if self._own_method(c) else []
+            if not in_scope:
                 continue
             hit = model.project_callee(c)
             if hit is None:
                 continue
+            if not hands and not any(
+                d.has_opt and any(p.startswith("self.") for p in d.opt_params) for d in hit[2].dict_saves
+            ):
+                continue  # a method given nothing of the checkpoint: it must save self.<optimizer>
             _path, callee, facts = hit
             if any(self._registered(model, k, resolved=False) for k in in_scope):
                 continue
@@ -326,6 +556,14 @@ class Trainer:
                 f"65536 and skips steps while it re-learns it; save and load the scaler state too",
                 None, c.stmt,
             )
+
+    @staticmethod
+    def _own_method(c) -> bool:
+        """``self.save(path)`` from a method: the object's own save method, which may write
+        ``self.optimizer.state_dict()`` but cannot reach a scaler local to the caller."""
+        fn = c.node.func
+        return (isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
+                and c.func.self_name is not None and fn.value.id == c.func.self_name)
 
     @staticmethod
     def _hands_state(model, c) -> bool:
@@ -489,3 +727,33 @@ def _trains(model, key) -> bool:
                 return True
     return any(k == key and id(n) not in args for f in model.funcs for k, n, _c, _s in f.bare_uses)
 
+
+_WRAPPER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler"}
+
+
+def _wrapper_keys(model) -> list:
+    """Names made by a loss-scaler wrapper: timm's ``NativeScaler()`` or a project class
+    that builds an enabled ``GradScaler`` in ``self.<attr>`` and defines ``state_dict()``
+    (MAE's ``NativeScalerWithGradNormCount``). Their state is the scaler's; only this rule
+    treats them as scalers (they have no ``update()`` of their own to check)."""
+    index = model.index
+    out = []
+    for key, assigns in model.assigns.items():
+        if key[0] not in ("L", "A", "G"):
+            continue
+        calls = [a for a in assigns if isinstance(a.value, ast.Call) and a.func is not None]
+        if not calls or len(calls) != len([a for a in assigns if a.value is not None]):
+            continue
+        for a in calls:
+            q = qualify(a.value.func, a.func.scopes())
+            if q is None or q.startswith("torch."):
+                break
+            if q in _WRAPPER_CLASSES:
+                continue
+            hit = index.resolve_class(model.path, q) if hasattr(index, "resolve_class") else None
+            fact = index.summary(hit[0]).classes.get(hit[1]) if hit is not None else None
+            if fact is None or not fact.scaler_attrs or "state_dict" not in fact.methods:
+                break
+        else:
+            out.append(key)
+    return out
