@@ -15,7 +15,7 @@ from amplint.model.facts import (
 from amplint.model.names import GRAD_SCALER_API, dotted, qualify
 from amplint.source import split_lines
 
-SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?)?scaler$", re.IGNORECASE)
+SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
 OPTIMIZER_NAME = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
 NOT_OPTIMIZER = re.compile(r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator", re.IGNORECASE)
 AMP_TOKENS = frozenset(

@@ -64,6 +64,22 @@ the simple shape: one `loss.backward()` and one `optimizer.step()` in the loop, 
 statements, no gradient clipping in between, `torch` imported, and a free name for the scaler.
 """
     valid = [
+        # DINO's shape: the scaler is a parameter named fp16_scaler, autocast on when it exists
+        """
+import torch
+def train_one_epoch(model, loader, optimizer, fp16_scaler):
+    for x in loader:
+        with torch.cuda.amp.autocast(fp16_scaler is not None):
+            loss = model(x)
+        optimizer.zero_grad()
+        if fp16_scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            fp16_scaler.scale(loss).backward()
+            fp16_scaler.step(optimizer)
+            fp16_scaler.update()
+""",
         # bf16
         """
 import torch

@@ -33,6 +33,23 @@ def _handed_on(model, key) -> bool:
     return sum(1 for f in model.funcs for c in f.calls if any(k == key for _p, k in c.arg_keys)) >= 2
 
 
+def _trained_by_helper(model, key) -> bool:
+    """Is the scaler handed to a project function whose summary scales, steps or updates
+    with it (``train_sample(args, sample, scaler=scaler)``)?"""
+    for f in model.funcs:
+        for c in f.calls:
+            positions = [p for p, k in c.arg_keys if k == key]
+            if not positions:
+                continue
+            hit = model.project_callee(c)
+            if hit is None:
+                continue
+            _path, callee, facts = hit
+            if any(facts.scaler_ops.get(callee.param_at(p) or "", set()) & {"scale", "step", "update"} for p in positions):
+                return True
+    return False
+
+
 def _fresh_run_in(model, loop_node) -> bool:
     """Does the body of the loop build a new optimizer or model, or is the loop itself over
     runs (its target names folds, seeds, configs)?"""
@@ -104,7 +121,9 @@ class ScalerStateDiscarded(Rule):
 ## What it does
 Checks for a GradScaler whose learned state is thrown away during training:
 
-* `GradScaler(...)` constructed inside the epoch or iteration loop that uses it;
+* `GradScaler(...)` constructed inside the epoch or iteration loop that uses it, or that
+  hands it to a project function training with it (`train_sample(..., scaler=scaler)`, whose
+  summary scales, steps or updates with that argument);
 * `GradScaler(...)` constructed inside a function (`train_one_epoch`) that this file calls
   from a loop, once per epoch;
 * `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training;
@@ -161,6 +180,29 @@ No fix: moving the construction can need arguments defined in the loop, and a ch
 restore may have to move with it.
 """
     valid = [
+        # built once, handed to the helper inside the loop
+        """
+import torch
+def train_sample(model, optimizer, sample, scaler):
+    scaler.scale(model(sample)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+def train(model, optimizer, loader, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for sample in loader:
+            train_sample(model, optimizer, sample, scaler)
+""",
+        # built in the loop, handed to a helper that only saves it
+        """
+import torch
+def save_scaler(scaler, path):
+    torch.save(scaler.state_dict(), path)
+def run(paths):
+    for path in paths:
+        scaler = torch.amp.GradScaler("cuda")
+        save_scaler(scaler, path)
+""",
         # the restore helper's scaler is kept; the new construction is the other branch
         """
 import torch
@@ -303,6 +345,23 @@ evaluate(model)
 """,
     ]
     invalid = [
+        # rebuilt every batch and handed to the helper that trains with it
+        Invalid(
+            """
+import torch
+def train_sample(model, optimizer, sample, scaler):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(sample)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+def train(model, optimizer, loader, epochs):
+    for epoch in range(epochs):
+        for sample in loader:
+            scaler = torch.amp.GradScaler("cuda")
+            train_sample(model, optimizer, sample, scaler)
+""",
+        ),
         # the state is saved, the resume restores the weights only
         Invalid(
             """
@@ -399,15 +458,18 @@ class Trainer:
             if not ctors or scaler_disabled(model, key):
                 continue
             uses = _uses(model, key)
-            if not uses and not _handed_on(model, key):
+            helper_trains = not uses and _trained_by_helper(model, key)
+            if not uses and not helper_trains and not _handed_on(model, key):
                 continue
             for a in ctors:
                 if _disabled_ctor(a):
                     continue
                 if uses:
                     d = self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses) or self._after_restore(model, key, a, uses)
-                else:  # the scaler works in helpers it is passed to: only a restore it undoes is certain
-                    d = self._after_restoring_call(model, key, a, uses)
+                else:  # the scaler works in helpers it is passed to: a loop that rebuilds it around
+                    # a helper that trains with it, or a restore it undoes
+                    d = (self._in_loop(model, key, a, uses) if helper_trains else None) or (
+                        self._after_restoring_call(model, key, a, uses) if _handed_on(model, key) else None)
                 if d is not None and id(a.node) not in seen:
                     seen.add(id(a.node))
                     yield d
