@@ -53,6 +53,11 @@ a custom `autograd.Function` without `torch.amp.custom_bwd` then runs its backwa
 reduced precision under autocast (and raises a dtype mismatch once moved out), so the code
 only works by accident; and the block hides where the forward ends.
 
+Not reported: a backward that runs only where the region is off, the arm of
+`if args.amp:` that a region `autocast(enabled=args.amp)` disables, and a plain backward under
+`if scaler is None:` in a region whose dtype is `torch.float16 if args.fp16 else
+torch.float32` (float32 autocast turns itself off on CUDA).
+
 ## Example
 ```python
 with torch.autocast("cuda", dtype=torch.float16):
@@ -84,6 +89,22 @@ managers too; nor for a framework's backward (`accelerator.backward(loss)`), who
 execution oracle (torch only) cannot prove.
 """
     valid = [
+        # without AMP the region is float32 (CUDA autocast turns itself off) and the plain backward runs there
+        """
+import torch
+def train(model, loader, optimizer, args):
+    fp16_scaler = torch.amp.GradScaler("cuda") if args.fp16 else None
+    for x in loader:
+        with torch.autocast("cuda", dtype=torch.float16 if args.fp16 else torch.float32):
+            loss = model(x)
+            if fp16_scaler is None:
+                loss.backward()
+                optimizer.step()
+        if fp16_scaler is not None:
+            fp16_scaler.scale(loss).backward()
+            fp16_scaler.step(optimizer)
+            fp16_scaler.update()
+""",
         """
 import torch
 with torch.autocast("cuda"):
@@ -340,8 +361,22 @@ with torch.autocast("cuda"):
 def _off_here(model, e, a) -> bool:
     """The region is enabled by a flag (``autocast(enabled=args.amp)``) and the backward runs
     only where that flag is false (``if args.amp: scaler...backward() else: loss.backward()``)."""
-    if a.call is None or a.enabled != "maybe":
+    if a.call is None:
+        return False
+    if not e.scaled and _fp32_arm(a.call) and any(lit.key and lit.pol is False and amp_ish(lit.key) for lit in e.ctx.lits):
+        # `autocast(dtype=torch.float16 if args.fp16 else torch.float32)` and a plain backward under
+        # `if scaler is None:`: without AMP the region is float32, which CUDA autocast turns off
+        return True
+    if a.enabled != "maybe":
         return False
     flag = enabled_flag(model, a.call, e.func)
     return flag is not None and any(lit.key == flag and lit.pol is False for lit in e.ctx.lits)
+
+
+def _fp32_arm(call: ast.Call) -> bool:
+    """The region's dtype is chosen by a condition, one arm float32 (autocast off on CUDA)."""
+    dt = next((k.value for k in call.keywords if k.arg == "dtype"), call.args[1] if len(call.args) >= 2 else None)
+    if not isinstance(dt, ast.IfExp):
+        return False
+    return any(isinstance(x, ast.Attribute) and x.attr in ("float32", "float") for x in (dt.body, dt.orelse))
 
