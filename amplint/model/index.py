@@ -75,6 +75,7 @@ class ProjectIndex:
         # known (one file alone); set by the pipeline from every file's bytes
         self.restores_optimizer: bool | None = None
         self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
+        self._siblings: dict[tuple[str, tuple[str, ...]], tuple[str, int] | None] = {}  # (dir, import) -> module beside/above
 
     # ------------------------------------------------------------------ summaries
     def summary(self, path: str) -> FileSummary | None:
@@ -230,15 +231,23 @@ class ProjectIndex:
         (``PyTorch/X/pkg/runtime/train.py`` importing ``pkg.runtime.common``), run from
         its own folder."""
         d = os.path.dirname(ap)
+        memo = (d, tuple(parts))
+        found = self._siblings.get(memo, False)
+        if found is False:
+            found = self._sibling_module(ap, d, parts)
+            self._siblings[memo] = found
+        if found is None or found[0] == ap:
+            return None
+        return (lookup or self._lookup)(found[0], ".".join(parts[found[1]:]))
+
+    def _sibling_module(self, ap: str, d: str, parts: list[str]) -> tuple[str, int] | None:
         top = next((r for r in self.roots if ap.startswith(r if r.endswith(os.sep) else r + os.sep)), None)
         while True:
             for i in range(len(parts) - 1, 0, -1):
                 base = os.path.join(d, *parts[:i])
                 for cand in (base + ".py", os.path.join(base, "__init__.py")):
                     if cand in self.module_of:
-                        if cand == ap:
-                            return None
-                        return (lookup or self._lookup)(cand, ".".join(parts[i:]))
+                        return cand, i
             if top is None or d == top or len(d) <= len(top):
                 return None
             d = os.path.dirname(d)
