@@ -243,13 +243,14 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
     out = []
     for r in results:
-        if bases and absolute(r.path) in bases and not r.errors and r.path.endswith(".py"):
+        ap = absolute(r.path) if (bases or (r.summary is None and (wanted or subclassers))) else None
+        if bases and ap in bases and not r.errors and r.path.endswith(".py"):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))  # a base class whose methods run for a subclass's scaler
-        elif r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py") and wanted.may_import(r.path):
+        elif r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py") and wanted.may_import(ap):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
-        elif r.summary is None and not r.errors and subclassers is not None and r.path.endswith(".py") and subclassers.may_import(r.path):
+        elif r.summary is None and not r.errors and subclassers is not None and r.path.endswith(".py") and subclassers.may_import(ap):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, subclassers))  # screened out, may subclass a base that calls it under autocast
         elif r.summary is not None and not r.errors and (
@@ -262,16 +263,27 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     return out
 
 
-class _AutocastSubclassers:
+class _NamesNearby:
+    """Names defined by some project files, and where a file that can import them lives: a
+    module of the same top-level package (absolute or relative import), or a script beside
+    one of those files (``from helpers import f``)."""
+
+    def __init__(self, index, words: set[str], paths):
+        self.index = index
+        self.words = [n.encode() for n in sorted(words)]
+        self.heads = {m.split(".", 1)[0] for p in paths if (m := index.module_of.get(absolute(p)))}
+        self.dirs = {os.path.dirname(absolute(p)) for p in paths}
+
+    def may_import(self, ap: str) -> bool:
+        """``ap``: an absolute path."""
+        m = self.index.module_of.get(ap)
+        return (m is not None and m.split(".", 1)[0] in self.heads) or os.path.dirname(ap) in self.dirs
+
+
+class _AutocastSubclassers(_NamesNearby):
     """The project classes whose methods call ``self.<m>()`` inside autocast (a base
     trainer's ``with autocast(): self.step(batch)``): a screened-out file that names one of
     them and runs a backward may define the ``step`` that runs under it (AMP002)."""
-
-    def __init__(self, index, names: set[str], paths: set[str]):
-        self.index = index
-        self.words = [n.encode() for n in sorted(names)]
-        self.heads = {m.split(".", 1)[0] for p in paths if (m := index.module_of.get(absolute(p)))}
-        self.dirs = {os.path.dirname(absolute(p)) for p in paths}
 
     @classmethod
     def of(cls, index, summaries) -> "_AutocastSubclassers | None":
@@ -283,37 +295,21 @@ class _AutocastSubclassers:
                     paths.add(path)
         return cls(index, names, paths) if names else None
 
-    def may_import(self, path: str) -> bool:
-        """A module of the base's top-level package, or a file beside the base's."""
-        ap = absolute(path)
-        m = self.index.module_of.get(ap)
-        return (m is not None and m.split(".", 1)[0] in self.heads) or os.path.dirname(ap) in self.dirs
-
     def search(self, data: bytes):
         if b"backward" not in data:
             return None
         return next((w for w in self.words if w in data), None)
 
 
-class _HelperUsers:
+class _HelperUsers(_NamesNearby):
     """The project's scaler factories and autocast wrappers (functions that return a
     GradScaler or an autocast context): which screened-out files can use one of them."""
 
     def __init__(self, index, names: dict[str, set[str]]):
         import re
 
-        self.index = index
-        self.words = [n.encode() for n in sorted({n for ns in names.values() for n in ns})]
+        super().__init__(index, {n for ns in names.values() for n in ns}, names)
         self.pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w) for w in self.words) + rb")\b")
-        self.heads = {m.split(".", 1)[0] for p in names if (m := index.module_of.get(absolute(p)))}
-        self.dirs = {os.path.dirname(absolute(p)) for p in names}
-
-    def may_import(self, path: str) -> bool:
-        """Can ``path`` import a helper: a module of the same top-level package (absolute or
-        relative import), or a script beside the helper's file (``from helpers import f``)?"""
-        ap = absolute(path)
-        m = self.index.module_of.get(ap)
-        return (m is not None and m.split(".", 1)[0] in self.heads) or os.path.dirname(ap) in self.dirs
 
     def search(self, data: bytes):
         # one memchr-speed scan per name first: the alternation regex runs at ~20 MB/s
