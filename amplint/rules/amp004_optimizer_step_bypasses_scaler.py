@@ -246,14 +246,16 @@ for i, x in enumerate(loader):
     def check(self, model):
         lambdas = self._lambda_steps(model)
         for f in model.funcs:
-            via = _helper_backwards(model, f)
+            steps = [p for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]
+                     if p.kind == "opt_step" and not _in_conditional_expression(p)]
+            if not steps:
+                continue  # (`scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split)
+            via = _helper_backwards(model, f)  # helpers are resolved only where a plain step can be judged
             backs = [e for e in f.events if e.kind == "backward" and e.scaled] + [e for e in via if e.scaled]
             if not backs:
                 continue
             events = sorted([*f.events, *via], key=lambda e: e.seq) if via else f.events
-            for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]:
-                if p.kind != "opt_step" or _in_conditional_expression(p):
-                    continue  # `scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split
+            for p in steps:
                 b = self._source_backward(events, backs, p)
                 if b is None:
                     continue
@@ -412,15 +414,14 @@ def _helper_backwards(model, f) -> list:
         if hit is None:
             continue
         _path, callee, facts = hit
-        scaled = None
-        for pos, k in c.arg_keys:
-            if model.scaler_status(k) == CERTAIN and "scale" in facts.scaler_ops.get(callee.param_at(pos) or "", ()):
-                scaled = k
-                break
+        scaled = next(
+            ((k, ops) for pos, k in c.arg_keys
+             if model.scaler_status(k) == CERTAIN and "scale" in (ops := facts.scaler_ops.get(callee.param_at(pos) or "", ()))),
+            None,
+        )
         if scaled is not None:
-            ops = facts.scaler_ops.get(callee.param_at(next(p for p, k in c.arg_keys if k == scaled)) or "", ())
-            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, scaler=scaled, scaled=True,
-                             extra={"helper": model.text(c.node.func), "updates": "update" in ops}))
+            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, scaler=scaled[0], scaled=True,
+                             extra={"helper": model.text(c.node.func), "updates": "update" in scaled[1]}))
         elif facts.backward and not facts.scaler_ops:
             out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, extra={"helper": model.text(c.node.func)}))
     return out

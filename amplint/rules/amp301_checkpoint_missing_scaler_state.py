@@ -4,7 +4,7 @@ import ast
 import re
 
 from amplint.fspath import absolute
-from amplint.model.names import literal_dict, qualify, state_owner
+from amplint.model.names import dotted, literal_dict, qualify, state_owner
 
 from amplint.model import CERTAIN
 from amplint.rules import Invalid, Rule
@@ -34,8 +34,9 @@ in a method of a base class that a subclass in another module inherits while it 
 `self.<scaler>` (project mode).
 
 A loss-scaler wrapper counts as the scaler it holds: timm's `NativeScaler()`, or a project
-class that builds an enabled `GradScaler` in `self.<attr>` and defines `state_dict()` (MAE's
-`NativeScalerWithGradNormCount`); its `state_dict()` belongs in the checkpoint.
+class with `Scaler` in its name that builds an enabled `GradScaler` in `self.<attr>` and
+defines `state_dict()` (MAE's `NativeScalerWithGradNormCount`); its `state_dict()` belongs in
+the checkpoint.
 
 Framework checkpointers: an fvcore/detectron2 `Checkpointer(model, dir, optimizer=...)`
 without the scaler among its checkpointables, and a detectron2 `SimpleTrainer` subclass
@@ -402,7 +403,7 @@ class Trainer:
             return
         saved = {e.scaler for e in model.events("scaler_state")}
         yield from self._through_helpers(model, keys, saved)
-        yield from self._framework_trainer(model, keys, saved)
+        yield from self._framework_checkpoints(model, keys, saved)
         saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
         if not saves:
             return
@@ -432,14 +433,17 @@ class Trainer:
                 c.stmt,
             )
 
-    def _framework_trainer(self, model, keys, saved):
-        """detectron2: a ``SimpleTrainer`` subclass that trains with a GradScaler of its own,
-        checkpointed as ``DetectionCheckpointer(model, dir, trainer=trainer)`` in the same
-        file. The checkpointer saves ``trainer.state_dict()``; SimpleTrainer's holds the
-        iteration and the optimizer state only (detectron2's ``AMPTrainer`` adds
-        ``"grad_scaler"``), so the scaler state is lost unless the class defines its own."""
+    def _framework_checkpoints(self, model, keys, saved):
+        """fvcore/detectron2 checkpointers: the scaler left out of the checkpointables, or a
+        detectron2 trainer whose ``state_dict()`` cannot hold it."""
         if getattr(model.index, "restores_optimizer", None) is False:
             return
+        yield from self._fvcore_checkpointer(model, keys, saved)
+        yield from self._d2_trainer(model, keys, saved)
+
+    def _fvcore_checkpointer(self, model, keys, saved):
+        """``Checkpointer(model, dir, optimizer=optimizer)``: fvcore saves the
+        ``state_dict()`` of each keyword object, and the scaler is not one of them."""
         for c in model.qual_calls:
             if c.qualname not in _FVCORE_CHECKPOINTERS:
                 continue
@@ -461,6 +465,12 @@ class Trainer:
                 f"skips steps while it re-learns it",
                 None, c.stmt,
             )
+    def _d2_trainer(self, model, keys, saved):
+        """detectron2: a ``SimpleTrainer`` subclass that trains with a GradScaler of its own,
+        checkpointed as ``DetectionCheckpointer(model, dir, trainer=trainer)`` in the same
+        file. The checkpointer saves ``trainer.state_dict()``; SimpleTrainer's holds the
+        iteration and the optimizer state only (detectron2's ``AMPTrainer`` adds
+        ``"grad_scaler"``), so the scaler state is lost unless the class defines its own."""
         if not _TRAINER_CHECKPOINT.search(model.source):
             return  # the trainer is not a checkpointable here (the call may sit in code without AMP tokens)
         for qual, info in model.classes.items():
@@ -733,7 +743,7 @@ _WRAPPER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler"}
 
 def _wrapper_keys(model) -> list:
     """Names made by a loss-scaler wrapper: timm's ``NativeScaler()`` or a project class
-    that builds an enabled ``GradScaler`` in ``self.<attr>`` and defines ``state_dict()``
+    named ``...Scaler...`` that builds an enabled ``GradScaler`` in ``self.<attr>`` and defines ``state_dict()``
     (MAE's ``NativeScalerWithGradNormCount``). Their state is the scaler's; only this rule
     treats them as scalers (they have no ``update()`` of their own to check)."""
     index = model.index
@@ -744,6 +754,8 @@ def _wrapper_keys(model) -> list:
         calls = [a for a in assigns if isinstance(a.value, ast.Call) and a.func is not None]
         if not calls or len(calls) != len([a for a in assigns if a.value is not None]):
             continue
+        if not all("Scaler" in ((dotted(a.value.func) or [""])[-1]) for a in calls):
+            continue  # a class named for what it is (NativeScaler, ...WithGradNormCount): resolve only those
         for a in calls:
             q = qualify(a.value.func, a.func.scopes())
             if q is None or q.startswith("torch."):
