@@ -61,6 +61,7 @@ class _Builder:
         self._walk_scaler_callees()
         self._walk_scaler_name_users()
         self._walk_inherited()
+        self._walk_autocast_overrides()
         self._classify_events()
         return m
 
@@ -93,6 +94,24 @@ class _Builder:
             f for qual, info in m.classes.items() if idx.scaled_subclasses(m.path, qual)
             for f in info.methods.values() if not f.walked
         ]
+        self._walk_late(todo)
+
+    def _walk_autocast_overrides(self) -> None:
+        """In project mode, the methods a base class in another module calls inside autocast
+        (``with autocast(...): self.step(data)``): they run under that region even without an
+        AMP token of their own (a plain ``loss.backward()``)."""
+        m = self.m
+        idx = m._index
+        if idx is None or not hasattr(idx, "inherited_autocast_calls"):
+            return
+        todo = []
+        for qual, info in m.classes.items():
+            if not getattr(info.node, "bases", None):
+                continue
+            for _bpath, _bmeth, name, _line in idx.inherited_autocast_calls(m.path, qual):
+                f = info.methods.get(name)
+                if f is not None and not f.walked and f not in todo:
+                    todo.append(f)
         self._walk_late(todo)
 
     def _walk_late(self, todo: list[Func]) -> None:

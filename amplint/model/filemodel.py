@@ -12,7 +12,7 @@ from amplint.model.facts import (
     CERTAIN, LIKELY, NOT, Assign, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key, Loop, Ref,
     MethodCall,
 )
-from amplint.model.names import GRAD_SCALER_API, dotted, qualify
+from amplint.model.names import GRAD_SCALER_API, attr_classes, dotted, qualify
 from amplint.source import split_lines
 
 SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
@@ -183,7 +183,27 @@ class FileModel:
             made = self._instance_class(callee.value, func)  # saver = Saver(...); saver.save_model(...)
             if made is not None:
                 hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
+        if hit is None and isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Attribute):
+            made = self._attr_class(callee.value, func)  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
+            if made is not None:
+                hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
         return hit
+
+    def _attr_class(self, node: ast.Attribute, func) -> str | None:
+        """The qualified name of the call that made ``self.<attr>`` when the class assigns that
+        attribute exactly once, anywhere in its methods, from a call of a name the module
+        imports or defines (``self.ckpt = CheckpointManager(out)``), else None."""
+        if not isinstance(node.value, ast.Name):
+            return None
+        g = func
+        while g is not None and not (g.self_name == node.value.id and g.cls is not None):
+            g = g.parent
+        if g is None:
+            return None
+        memo = self.__dict__.setdefault("_attr_classes", {})
+        if g.cls.qualname not in memo:
+            memo[g.cls.qualname] = attr_classes(g.cls.node, self.module_scope)
+        return memo[g.cls.qualname].get(node.attr)
 
     def _instance_class(self, name: ast.Name, func) -> str | None:
         """The qualified name of the call that made ``name`` when it is assigned exactly once,
@@ -526,4 +546,5 @@ def _derived_in(loop: Loop, names: set[str]) -> bool:
             if any(isinstance(n, ast.Name) and n.id in loop.targets for n in ast.walk(st.value)):
                 return True
     return False
+
 

@@ -15,6 +15,7 @@ import ast
 import os
 
 from amplint.fspath import absolute
+from amplint.model.names import WRAPPER_CLASSES
 from amplint.model.summary import FileSummary, FuncSummary, SaveFact, summarise
 
 MAX_DEPTH = 4
@@ -134,9 +135,27 @@ class ProjectIndex:
             self._subclasses = {}
             for sp, summ in self._summaries.items():
                 for q, fact in summ.classes.items():
-                    if fact.scaler_attrs and not set(fact.scaler_attrs) & fact.states:  # saves its own scaler state
-                        self._climb(sp, q, fact, (sp, q, fact.scaler_attrs), set(fact.methods), 0)
+                    attrs = (*fact.scaler_attrs, *self.wrapper_attrs(sp, fact))
+                    if attrs and not set(attrs) & fact.states:  # saves its own scaler state
+                        self._climb(sp, q, fact, (sp, q, attrs), set(fact.methods), 0)
         return self._subclasses
+
+    def wrapper_attrs(self, path: str, fact) -> list[str]:
+        """The ``self.<attr>`` of class ``fact`` (in ``path``) that hold a loss-scaler wrapper:
+        timm's ``NativeScaler()``, or a project class that builds an enabled GradScaler in
+        ``self.<attr>`` and defines ``state_dict()``."""
+        out = []
+        for attr, q in fact.wrappers:
+            if attr in out or attr in fact.scaler_attrs:
+                continue
+            if q in WRAPPER_CLASSES:
+                out.append(attr)
+                continue
+            hit = self.resolve_class(path, q)
+            wrapped = self.summary(hit[0]).classes.get(hit[1]) if hit is not None else None
+            if wrapped is not None and wrapped.scaler_attrs and "state_dict" in wrapped.methods:
+                out.append(attr)
+        return out
 
     def scaled_base_files(self) -> set[str]:
         """The files defining a base class of some scaler-holding project class."""

@@ -178,3 +178,37 @@ def state_owner(n) -> ast.expr | None:
         return n.args[0]
     return None
 
+
+
+# Loss-scaler wrappers from libraries whose state is their GradScaler's (``state_dict()``).
+WRAPPER_CLASSES = frozenset({"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler"})
+
+
+def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
+    """``self.<attr> = Name(...)``: the attributes the methods of ``cls_node`` assign exactly
+    once, from a call of a name the module imports or defines (not a torch one), mapped to
+    that qualified name: the class whose methods ``self.<attr>.m()`` runs
+    (``self.ckpt = CheckpointManager(out)``)."""
+    made: dict[str, list] = {}
+    for m in cls_node.body:
+        if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.args.args:
+            continue
+        me = m.args.args[0].arg
+        for n in ast.walk(m):
+            if isinstance(n, ast.Assign):
+                targets = n.targets
+            elif isinstance(n, (ast.AnnAssign, ast.AugAssign)):
+                targets = [n.target]
+            else:
+                continue
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == me:
+                        made.setdefault(x.attr, []).append(n.value if t is x and not isinstance(n, ast.AugAssign) else None)
+    out = {}
+    for attr, values in made.items():
+        if len(values) == 1 and isinstance(values[0], ast.Call):
+            q = qualify(values[0].func, [scope])
+            if q and not q.startswith("torch."):
+                out[attr] = q
+    return out

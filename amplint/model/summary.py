@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import bisect
 
-from amplint.model.names import add_import, canonical, dotted, literal_dict, qualify, state_owner
+from amplint.model.names import add_import, attr_classes, canonical, dotted, literal_dict, qualify, state_owner
 from amplint.tokens import SUMMARY_TOKENS, match_rows
 
 _SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict", "load_state_dict"}
@@ -129,23 +129,26 @@ class ClassFact:
     assigns an enabled ``GradScaler(...)`` in its methods, and the methods it defines (an
     inherited method runs for it only if it does not define its own)."""
 
-    __slots__ = ("bases", "scaler_attrs", "methods", "line", "states")
+    __slots__ = ("bases", "scaler_attrs", "methods", "line", "states", "wrappers")
 
-    def __init__(self, bases=(), scaler_attrs=(), methods=(), line=0, states=()):
+    def __init__(self, bases=(), scaler_attrs=(), methods=(), line=0, states=(), wrappers=()):
         self.bases = tuple(bases)
         self.scaler_attrs = tuple(scaler_attrs)
         self.methods = frozenset(methods)
         self.line = line
         self.states = frozenset(states)  # the self.<attr> whose state_dict() a method takes
+        # (attr, qualified class): self.<attr> = SomethingScaler(...), a loss-scaler wrapper
+        # candidate the project index resolves (timm's NativeScaler, MAE's NativeScalerWithGradNormCount)
+        self.wrappers = tuple(wrappers)
 
     def __repr__(self) -> str:
         return f"ClassFact(bases={self.bases}, scaler_attrs={self.scaler_attrs})"
 
     def __getstate__(self):
-        return (self.bases, self.scaler_attrs, self.methods, self.line, self.states)
+        return (self.bases, self.scaler_attrs, self.methods, self.line, self.states, self.wrappers)
 
     def __setstate__(self, state):
-        self.bases, self.scaler_attrs, self.methods, self.line, self.states = state
+        self.bases, self.scaler_attrs, self.methods, self.line, self.states, self.wrappers = state
 
 
 class FileSummary:
@@ -187,12 +190,16 @@ def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[st
         add_import(scope, s)
     out = FileSummary(imports=dict(scope), inert=dropped)
     rows = match_rows(source, SUMMARY_TOKENS) if source is not None else None
+    class_nodes = dict((qual, node) for node, qual in _classes(tree.body, ""))
+    attrs_of: dict[str, dict[str, str]] = {}  # class -> self.<attr> made once by a project call
     for node, qual, cls in _functions(tree.body, "", None):
         if rows is not None and not _holds_row(rows, node):
             out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
             continue
-        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions).run()
-    for node, qual in _classes(tree.body, ""):
+        if cls is not None and cls not in attrs_of and cls in class_nodes:
+            attrs_of[cls] = attr_classes(class_nodes[cls], scope)
+        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions, attrs=attrs_of.get(cls)).run()
+    for qual, node in class_nodes.items():
         out.classes[qual] = _class_fact(node, scope, rows)
     # the module's own statements (a training script at top level): only what it calls
     top = _Summariser(None, MODULE, None, scope)
@@ -255,7 +262,7 @@ def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
     attributes and states: the rest cannot build or save one."""
     bases = [q for b in node.bases if (q := qualify(b, [scope])) and not q.startswith(("torch.", "object"))]
     methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    attrs, states = [], set()
+    attrs, states, wrappers = [], set(), []
     for m in methods:
         if not m.args.args or (rows is not None and not _holds_row(rows, m)):
             continue
@@ -268,14 +275,17 @@ def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
                 states.add(n.func.value.attr)
             if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
                 continue
-            if canonical(qualify(n.value.func, [scope])) != "GradScaler" or any(
+            q = qualify(n.value.func, [scope])
+            mine = [t.attr for t in n.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me]
+            if q and not q.startswith("torch.") and "Scaler" in q.rsplit(".", 1)[-1] and canonical(q) != "GradScaler":
+                wrappers.extend((a, q) for a in mine if (a, q) not in wrappers)
+                continue
+            if canonical(q) != "GradScaler" or any(
                 k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False for k in n.value.keywords
             ):
                 continue
-            for t in n.targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me and t.attr not in attrs:
-                    attrs.append(t.attr)
-    return ClassFact(bases, attrs, [m.name for m in methods], node.lineno, states)
+            attrs.extend(a for a in mine if a not in attrs)
+    return ClassFact(bases, attrs, [m.name for m in methods], node.lineno, states, wrappers)
 
 
 def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
@@ -330,8 +340,9 @@ def _calls_in(node):
 
 
 class _Summariser:
-    def __init__(self, node, qual, cls, module_scope, registry=None, outer=None):
+    def __init__(self, node, qual, cls, module_scope, registry=None, outer=None, attrs=None):
         self.node = node
+        self.attrs = attrs or {}  # self.<attr> -> the project class that made it
         self.registry = registry  # the file's summaries: nested helpers are entered too, by qualified name
         self.outer = outer  # the enclosing function's summariser: its helpers are callable here (closures)
         if node is None:  # the module body
@@ -481,10 +492,13 @@ class _Summariser:
         callee = q
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
             callee = "self." + func.attr
+        elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name)
+              and func.value.value.id == self.self_name and func.value.attr in self.attrs):
+            callee = f"{self.attrs[func.value.attr]}.{func.attr}"  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
         if callee is None or callee.startswith("torch."):
             return
         parts = dotted(func) or ()
-        if len(parts) > 1 and not callee.startswith("self.") and parts[0] not in self.scope:
+        if len(parts) > 1 and not callee.startswith("self.") and parts[0] not in self.scope and callee is q:
             made = self.instances.get(parts[0]) if len(parts) == 2 else None
             if made is None:
                 return  # a method of a local object: nothing the index can resolve

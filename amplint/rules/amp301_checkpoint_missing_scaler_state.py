@@ -4,7 +4,7 @@ import ast
 import re
 
 from amplint.fspath import absolute
-from amplint.model.names import dotted, literal_dict, qualify, state_owner
+from amplint.model.names import WRAPPER_CLASSES, dotted, literal_dict, qualify, state_owner
 
 from amplint.model import CERTAIN
 from amplint.rules import Invalid, Rule
@@ -28,10 +28,11 @@ class CheckpointMissingScalerState(Rule):
 ## What it does
 Checks for `torch.save({...})` of a checkpoint that holds `optimizer.state_dict()` but not
 `scaler.state_dict()`, in a function (or class) that trains with an enabled `GradScaler`,
-in a save helper it calls (same file or another module), in a method of the same object
+in a save helper it calls (same file or another module; a method of an object the class
+made once in `self.<attr>`, `self.ckpt = CheckpointManager(...)`), in a method of the same object
 that saves `self.optimizer` (`self.save(path)` while the scaler is local to the caller), or
 in a method of a base class that a subclass in another module inherits while it trains with
-`self.<scaler>` (project mode).
+`self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
 
 A loss-scaler wrapper counts as the scaler it holds: timm's `NativeScaler()`, or a project
 class with `Scaler` in its name that builds an enabled `GradScaler` in `self.<attr>` and
@@ -537,7 +538,7 @@ class Trainer:
         or calls a helper that builds the dict itself and cannot save the scaler, or leaves
         out the scaler argument a helper saves when given."""
         for c in model.qual_calls:
-            if c.qualname in ("torch.save", None) or not c.node.args and not c.node.keywords:
+            if c.qualname == "torch.save" or (c.qualname is None and not isinstance(c.node.func, ast.Attribute)) or not c.node.args and not c.node.keywords:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
             hands = self._hands_state(model, c)
@@ -738,9 +739,6 @@ def _trains(model, key) -> bool:
     return any(k == key and id(n) not in args for f in model.funcs for k, n, _c, _s in f.bare_uses)
 
 
-_WRAPPER_CLASSES = {"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler"}
-
-
 def _wrapper_keys(model) -> list:
     """Names made by a loss-scaler wrapper: timm's ``NativeScaler()`` or a project class
     named ``...Scaler...`` that builds an enabled ``GradScaler`` in ``self.<attr>`` and defines ``state_dict()``
@@ -760,7 +758,7 @@ def _wrapper_keys(model) -> list:
             q = qualify(a.value.func, a.func.scopes())
             if q is None or q.startswith("torch."):
                 break
-            if q in _WRAPPER_CLASSES:
+            if q in WRAPPER_CLASSES:
                 continue
             hit = index.resolve_class(model.path, q) if hasattr(index, "resolve_class") else None
             fact = index.summary(hit[0]).classes.get(hit[1]) if hit is not None else None
