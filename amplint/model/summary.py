@@ -364,6 +364,7 @@ class _Summariser:
             self.node = node
         self.nested: dict[str, FuncSummary] = {}  # helpers defined in the body, inlined where called
         self.instances: dict[str, str | None] = {}  # local -> qualified call that made it (None: assigned twice)
+        self.scaler_locals: set[str] = set()  # locals last assigned a GradScaler(...)
         self.dicts: dict[str, list[ast.expr]] = {}  # local name -> values put into it
         self.escaped: set[str] = set()  # dicts handed to other code before a save (it may add the scaler)
 
@@ -418,6 +419,10 @@ class _Summariser:
             t = st.targets[0]
             if isinstance(t, ast.Name):  # a local made once by a call: its class, for its methods
                 q = qualify(st.value.func, [self.scope]) if isinstance(st.value, ast.Call) else None
+                if q and canonical(q) == "GradScaler":
+                    self.scaler_locals.add(t.id)
+                else:
+                    self.scaler_locals.discard(t.id)
                 if t.id in self.instances or t.id in self.params or not q or q.startswith("torch."):
                     self.instances[t.id] = None
                 else:
@@ -442,6 +447,14 @@ class _Summariser:
         if isinstance(value, ast.IfExp):
             self._returns(value.body)
             self._returns(value.orelse)
+            return
+        if isinstance(value, ast.Tuple):  # return model, scaler: a factory of several objects
+            at = [i for i, v in enumerate(value.elts) if (isinstance(v, ast.Name) and v.id in self.scaler_locals) or (
+                isinstance(v, ast.Call) and canonical(qualify(v.func, [self.scope])) == "GradScaler")]
+            if len(at) == 1 and self.s.returns in (None, f"GradScaler@{at[0]}"):
+                self.s.returns = f"GradScaler@{at[0]}"
+            elif self.s.returns is not None and self.s.returns.startswith("GradScaler@"):
+                self.s.returns = None  # returns do not agree: unknown
             return
         if isinstance(value, ast.Call):
             c = canonical(qualify(value.func, [self.scope]))

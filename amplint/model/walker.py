@@ -368,11 +368,23 @@ class _Walker:
             return self.m.key_of_expr(call.func.value, self.f)
         return None
 
-    def assign_target(self, target: ast.expr, value, stmt, ctx: Ctx, aug: bool = False) -> None:
+    def _factory_position(self, value, n: int) -> int | None:
+        """``model, scaler = create_model_and_scaler()``: the position of the GradScaler in the
+        tuple a project factory returns (``return model, GradScaler()``), else None."""
+        if not isinstance(value, ast.Call):
+            return None
+        ret, _dtype = self.m.wrapper_returns(value, self.f)
+        if not ret or not ret.startswith("GradScaler@"):
+            return None
+        i = int(ret.split("@", 1)[1])
+        return i if i < n else None
+
+    def assign_target(self, target: ast.expr, value, stmt, ctx: Ctx, aug: bool = False, made: bool = False) -> None:
         m = self.m
         if isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                self.assign_target(elt, None, stmt, ctx)
+            at = self._factory_position(value, len(target.elts))
+            for i, elt in enumerate(target.elts):
+                self.assign_target(elt, None, stmt, ctx, made=i == at)
             return
         if isinstance(target, ast.Starred):
             self.assign_target(target.value, None, stmt, ctx)
@@ -388,7 +400,9 @@ class _Walker:
             if isinstance(target, (ast.Subscript, ast.Attribute)):
                 self.expr(target.value, ctx, stmt)
             return
-        if aug:
+        if made:
+            kind, ref = "ctor", None
+        elif aug:
             kind, ref = "unknown", None
         else:
             kind, ref = self.classify_value(value)

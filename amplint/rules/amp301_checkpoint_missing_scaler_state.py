@@ -199,6 +199,22 @@ def main(args):
     scaler = torch.amp.GradScaler("cuda")
     train(loader, scaler)
 """,
+        # a factory whose returns disagree on where the scaler is: unknown
+    """
+import torch
+from torch.amp import GradScaler
+class Trainer:
+    def __init__(self, model, swap):
+        self.model, self.scaler = self.build(model, swap)
+        self.optimizer = torch.optim.AdamW(self.model.parameters())
+    def build(self, model, swap):
+        scaler = GradScaler("cuda")
+        if swap:
+            return scaler, model
+        return model, scaler
+    def checkpoint(self, epoch):
+        torch.save(dict(epoch=epoch, model=self.model.state_dict(), optimizer=self.optimizer.state_dict()), "model.pth")
+""",
         # the scaler is built but only handed to a method that ignores it
     """
 import torch
@@ -260,6 +276,32 @@ def main(model, optimizer, loader):
         for x in loader:
             loss_scaler(model(x), optimizer)
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "ckpt.pth")
+""",
+        ),
+        # the scaler comes out of a factory that returns it in a tuple; dict(...) in both arms of an if
+        Invalid(
+            """
+import torch
+from torch.amp import GradScaler
+class Trainer:
+    def __init__(self, model):
+        self.model, self.scaler = self.create_model_and_scaler(model)
+        self.optimizer = torch.optim.AdamW(self.model.parameters())
+    def create_model_and_scaler(self, model):
+        scaler = GradScaler("cuda")
+        return model.cuda(), scaler
+    def train_step(self, x):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = self.model(x)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+    def checkpoint(self, epoch, probes_only):
+        if probes_only:
+            state = dict(epoch=epoch)
+        else:
+            state = dict(epoch=epoch, model=self.model.state_dict(), optimizer=self.optimizer.state_dict())
+        torch.save(state, "model.pth")
 """,
         ),
         # a method of the object saves self.optimizer; the scaler is local to the caller
