@@ -348,8 +348,16 @@ def _calls_out(index, r: FileResult) -> bool:
             hit = index.resolve(r.path, c.callee, f.cls)
             if hit is not None and hit[0] != me and hit[1].interesting:
                 return True
-    # a base class in another file calls one of its methods under autocast (AMP002)
-    return any(fact.bases and index.inherited_autocast_calls(r.path, q) for q, fact in r.summary.classes.items())
+    for q, fact in r.summary.classes.items():
+        if not fact.bases:
+            continue
+        if index.inherited_autocast_calls(r.path, q):
+            return True  # a base class in another file calls one of its methods under autocast (AMP002)
+        if fact.scaler_attrs and "__init__" in fact.methods and (hit := index.base_init(r.path, q)) is not None and hit[0] != me:
+            ops = index.facts(*hit).self_ops
+            if any("load" in ops.get(f"self.{a}", ()) for a in fact.scaler_attrs):
+                return True  # the base's __init__ restores a scaler this class builds again (AMP302)
+    return False
 
 
 def _reanalyse(r: FileResult, index, only_if=None) -> FileResult:

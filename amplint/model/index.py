@@ -24,12 +24,15 @@ MAX_DEPTH = 4
 class Facts:
     """A function's composed facts: what it and the functions it calls (up to MAX_DEPTH) do."""
 
-    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype")
+    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype", "self_ops")
 
     def __init__(self, s: FuncSummary):
         self.saves_param = {x.param for x in s.saves if x.param}
         self.dict_saves = [x for x in s.saves if x.param is None]
         self.scaler_ops = {k: set(v) for k, v in s.scaler_ops.items()}
+        # ``self.<attr>`` -> ops, with those of the methods it calls on ``self`` (the same object):
+        # ``__init__`` calling ``self.resume()``, which loads ``self.scaler``
+        self.self_ops = {k: set(v) for k, v in s.scaler_ops.items() if k.startswith("self.")}
         self.backward = s.backward
         self.returns = s.returns
         self.returns_dtype = s.returns_dtype
@@ -139,6 +142,23 @@ class ProjectIndex:
                     if attrs and not set(attrs) & fact.states:  # saves its own scaler state
                         self._climb(sp, q, fact, (sp, q, attrs), set(fact.methods), 0)
         return self._subclasses
+
+    def base_init(self, path: str, cls: str) -> tuple[str, FuncSummary] | None:
+        """``(path, FuncSummary)`` of the ``__init__`` that ``super().__init__`` runs for class
+        ``cls`` of ``path``: that of its single base, or of the nearest single base above it
+        that defines one (depth 3); None when unknown (several bases, one outside the project)."""
+        s = self.summary(path)
+        fact = s.classes.get(cls) if s is not None else None
+        for _depth in range(3):
+            if fact is None or len(fact.bases) != 1:
+                return None
+            hit = self.resolve_class(path, fact.bases[0])
+            if hit is None:
+                return None
+            path, fact = hit[0], self.summary(hit[0]).classes.get(hit[1])
+            if fact is not None and "__init__" in fact.methods:
+                return self.lookup(path, f"{hit[1]}.__init__")
+        return None
 
     def wrapper_attrs(self, path: str, fact) -> list[str]:
         """The ``self.<attr>`` of class ``fact`` (in ``path``) that hold a loss-scaler wrapper:
@@ -309,6 +329,9 @@ class ProjectIndex:
                 cpath, cs = hit
                 cf = self.facts(cpath, cs, (*_stack, key))
                 out.backward = out.backward or cf.backward
+                if c.callee.startswith("self.") and "." not in c.callee[5:]:
+                    for k, ops in cf.self_ops.items():
+                        out.self_ops.setdefault(k, set()).update(ops)
                 names = {}
                 for pos, mine in c.forwards:
                     theirs = cs.param_at(pos)

@@ -129,6 +129,9 @@ Checks for a GradScaler whose learned state is thrown away during training:
 * `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training;
 * `scaler = restore(path, scaler)` (a project function, in this file or another module, that
   calls `load_state_dict` on the scaler it is given) followed by `scaler = GradScaler(...)`;
+* `self.scaler = GradScaler(...)` in a subclass's `__init__` after `super().__init__(...)`,
+  whose base `__init__` (this file or another module) restored `self.scaler` (itself or
+  through a method it calls on `self`, `self.resume_ckpt()`);
 * `scaler.state_dict()` saved in a checkpoint that the file resumes from (it restores the
   optimizer, or loads state under an `if` that names resuming), while nothing ever restores
   the scaler: no `load_state_dict` on it, it is handed to no other code, and the checkpoint
@@ -180,6 +183,25 @@ No fix: moving the construction can need arguments defined in the loop, and a ch
 restore may have to move with it.
 """
     valid = [
+        # the subclass builds its scaler after a base __init__ that restores only the model
+        """
+import torch
+class TrainerTemplate:
+    def __init__(self, model, cfg):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+        if cfg.resume:
+            self.model.load_state_dict(torch.load(cfg.ckpt)["model"])
+class Trainer(TrainerTemplate):
+    def __init__(self, model, cfg):
+        super().__init__(model, cfg)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
+    def step(self, loss):
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
         # built once, handed to the helper inside the loop
         """
 import torch
@@ -345,6 +367,31 @@ evaluate(model)
 """,
     ]
     invalid = [
+        # the base __init__ resumes self.scaler; the subclass then builds a new one
+        Invalid(
+            """
+import torch
+class TrainerTemplate:
+    def __init__(self, model, cfg):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+        if cfg.resume:
+            self.resume(cfg.ckpt)
+    def resume(self, path):
+        ckpt = torch.load(path)
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scaler.load_state_dict(ckpt["scaler"])
+class Trainer(TrainerTemplate):
+    def __init__(self, model, cfg):
+        super().__init__(model, cfg)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=cfg.amp)
+    def step(self, loss):
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
+        ),
         # rebuilt every batch and handed to the helper that trains with it
         Invalid(
             """
@@ -465,7 +512,8 @@ class Trainer:
                 if _disabled_ctor(a):
                     continue
                 if uses:
-                    d = self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses) or self._after_restore(model, key, a, uses)
+                    d = (self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses)
+                         or self._after_restore(model, key, a, uses) or self._after_base_restore(model, key, a))
                 else:  # the scaler works in helpers it is passed to: a loop that rebuilds it around
                     # a helper that trains with it, or a restore it undoes
                     d = (self._in_loop(model, key, a, uses) if helper_trains else None) or (
@@ -557,6 +605,25 @@ class Trainer:
             return self._replaced(model, a, "restored by `load_state_dict`", mc.node.lineno, "construct the scaler before restoring it")
         return None
 
+    def _after_base_restore(self, model, key, a):
+        """``super().__init__(...)`` runs a base ``__init__`` (this file or another module)
+        that restores ``self.<scaler>`` (``self.resume_ckpt()`` loading its state), and then
+        the subclass's ``__init__`` builds ``self.<scaler> = GradScaler(...)`` anew."""
+        f = a.func
+        if key[0] != "A" or f is None or f.name != "__init__" or f.cls is None or a.ctx.lits or a.ctx.loops:
+            return None
+        sup = next((c for c in f.calls if c.seq < a.seq and _super_init(c.node) and not c.ctx.lits), None)
+        if sup is None or _restored_after(f, key, a):
+            return None
+        index = model.index
+        hit = index.base_init(model.path, f.cls.qualname) if hasattr(index, "base_init") else None
+        if hit is None or "load" not in index.facts(*hit).self_ops.get(f"self.{key[-1]}", ()):
+            return None
+        return self._replaced(
+            model, a, f"that `{hit[1].qualname}()` restored (called by `super().__init__`)", sup.node.lineno,
+            "build the scaler before the base class restores it, or not at all",
+        )
+
     def _replaced(self, model, a, how: str, line: int, advice: str):
         return self.diagnostic(
             model,
@@ -620,6 +687,15 @@ class Trainer:
                 None, saves[0].stmt,
             )
             return
+
+
+def _super_init(node) -> bool:
+    """``super().__init__(...)`` or ``Base.__init__(self, ...)``."""
+    fn = node.func
+    if not (isinstance(fn, ast.Attribute) and fn.attr == "__init__"):
+        return False
+    v = fn.value
+    return (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super") or isinstance(v, (ast.Name, ast.Attribute))
 
 
 RESUME = re.compile(r"resum|restor|restart|continu|load_from|from_ckpt|start_epoch|load_ckpt|load_checkpoint", re.IGNORECASE)
