@@ -112,6 +112,9 @@ class FileResult:
         # the file may restore an optimizer state (amplint.runner._restores on its bytes):
         # whether the project resumes training at all (AMP301); set for every file, parsed or not
         self.restores = True
+        # the file may save or load a scaler's state (amplint.runner._scaler_state): whether
+        # a scaler handed to a class elsewhere can be checkpointed by other code (AMP301)
+        self.scaler_state = True
 
     def __eq__(self, other) -> bool:
         return isinstance(other, FileResult) and (self.path, self.diagnostics, self.errors) == (other.path, other.diagnostics, other.errors)

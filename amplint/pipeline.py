@@ -238,6 +238,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     summaries = {r.path: r.summary for r in everything if r.summary is not None}
     index = ProjectIndex(roots, [r.path for r in everything], summaries)
     index.restores_optimizer = any(getattr(r, "restores", True) for r in everything)
+    index.scaler_state_files = {absolute(r.path) for r in everything if getattr(r, "scaler_state", True)}
     wanted = _users_of(index, summaries)
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
@@ -255,6 +256,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
             out.append(_reanalyse(r, index, subclassers))  # screened out, may subclass a base that calls it under autocast
         elif r.summary is not None and not r.errors and (
             _calls_out(index, r) or (not index.restores_optimizer and any(d.code == "AMP301" for d in r.diagnostics))
+            or any(fact.injected for fact in r.summary.classes.values())  # a class handed its scaler (AMP301)
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))

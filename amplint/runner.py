@@ -20,6 +20,23 @@ from amplint.diagnostics import FileError, FileResult
 _RESTORE_CALLS = (b"_checkpoint(", b"_ckpt(", b"resume(", b"restore(", b"restart(", b"load_state(")
 
 
+_SCALER_STATE = None
+
+
+def _scaler_state(data: bytes) -> bool:
+    """May the file save or load a scaler's state (``trainer.scaler.state_dict()``,
+    ``self.grad_scaler.load_state_dict(...)``)? Whether a scaler a class was handed can be
+    checkpointed by other code (AMP301); when in doubt, it can."""
+    global _SCALER_STATE
+    if data.find(b"caler") == -1 or data.find(b"state_dict") == -1:
+        return False
+    if _SCALER_STATE is None:
+        import re
+
+        _SCALER_STATE = re.compile(rb"caler\w*(?:\(\))?\s*\.\s*(?:load_)?state_dict\b")
+    return _SCALER_STATE.search(data) is not None
+
+
 def _restores(data: bytes) -> bool:
     """May the file restore an optimizer state? A ``load_state_dict(`` on a line that names
     ``opt`` (``optimizer.load_state_dict(...)``, ``x.load_state_dict(ckpt["optimizer"])``), or
@@ -115,6 +132,7 @@ def _work(path: str, known_digest: str | None = None, timeout: float | None = No
         return path, (st.st_mtime_ns, st.st_size), digest, None
     result = _analyze_within(data, path, timeout)
     result.restores = _restores(data)
+    result.scaler_state = _scaler_state(data)
     return path, (st.st_mtime_ns, st.st_size), digest, result
 
 

@@ -12,10 +12,9 @@ from amplint.model.facts import (
     CERTAIN, LIKELY, NOT, Assign, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key, Loop, Ref,
     MethodCall,
 )
-from amplint.model.names import GRAD_SCALER_API, attr_classes, dotted, qualify
+from amplint.model.names import GRAD_SCALER_API, SCALER_NAME, attr_classes, dotted, qualify
 from amplint.source import split_lines
 
-SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
 OPTIMIZER_NAME = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
 NOT_OPTIMIZER = re.compile(r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator", re.IGNORECASE)
 AMP_TOKENS = frozenset(

@@ -78,6 +78,8 @@ class ProjectIndex:
         # does any file of the project restore an optimizer state (resume training)? None: not
         # known (one file alone); set by the pipeline from every file's bytes
         self.restores_optimizer: bool | None = None
+        # absolute paths of the files that may save or load a scaler state (project mode only)
+        self.scaler_state_files: set[str] | None = None
         self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
         self._siblings: dict[tuple[str, tuple[str, ...]], tuple[str, int] | None] = {}  # (dir, import) -> module beside/above
 

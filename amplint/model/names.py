@@ -8,6 +8,7 @@ own scope and shadow the module's.
 from __future__ import annotations
 
 import ast
+import re
 
 # torch.amp.GradScaler and its device-specific and sharded variants (all torch's own).
 SCALER_CTORS = frozenset(
@@ -212,3 +213,7 @@ def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
             if q and not q.startswith("torch."):
                 out[attr] = q
     return out
+
+
+# Names that say "a GradScaler" (``scaler``, ``grad_scaler``, ``self._amp_scaler``, ``fp16_scaler``).
+SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)

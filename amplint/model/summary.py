@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import bisect
 
-from amplint.model.names import add_import, attr_classes, canonical, dotted, literal_dict, qualify, state_owner
+from amplint.model.names import SCALER_NAME, add_import, attr_classes, canonical, dotted, literal_dict, qualify, state_owner
 from amplint.tokens import SUMMARY_TOKENS, match_rows
 
 _SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict", "load_state_dict"}
@@ -129,9 +129,9 @@ class ClassFact:
     assigns an enabled ``GradScaler(...)`` in its methods, and the methods it defines (an
     inherited method runs for it only if it does not define its own)."""
 
-    __slots__ = ("bases", "scaler_attrs", "methods", "line", "states", "wrappers")
+    __slots__ = ("bases", "scaler_attrs", "methods", "line", "states", "wrappers", "injected")
 
-    def __init__(self, bases=(), scaler_attrs=(), methods=(), line=0, states=(), wrappers=()):
+    def __init__(self, bases=(), scaler_attrs=(), methods=(), line=0, states=(), wrappers=(), injected=()):
         self.bases = tuple(bases)
         self.scaler_attrs = tuple(scaler_attrs)
         self.methods = frozenset(methods)
@@ -140,15 +140,17 @@ class ClassFact:
         # (attr, qualified class): self.<attr> = SomethingScaler(...), a loss-scaler wrapper
         # candidate the project index resolves (timm's NativeScaler, MAE's NativeScalerWithGradNormCount)
         self.wrappers = tuple(wrappers)
+        # self.<scaler> = <parameter> (``self.scaler = scaler`` in ``__init__``): a scaler made elsewhere
+        self.injected = tuple(injected)
 
     def __repr__(self) -> str:
         return f"ClassFact(bases={self.bases}, scaler_attrs={self.scaler_attrs})"
 
     def __getstate__(self):
-        return (self.bases, self.scaler_attrs, self.methods, self.line, self.states, self.wrappers)
+        return (self.bases, self.scaler_attrs, self.methods, self.line, self.states, self.wrappers, self.injected)
 
     def __setstate__(self, state):
-        self.bases, self.scaler_attrs, self.methods, self.line, self.states, self.wrappers = state
+        self.bases, self.scaler_attrs, self.methods, self.line, self.states, self.wrappers, self.injected = state
 
 
 class FileSummary:
@@ -262,12 +264,17 @@ def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
     attributes and states: the rest cannot build or save one."""
     bases = [q for b in node.bases if (q := qualify(b, [scope])) and not q.startswith(("torch.", "object"))]
     methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    attrs, states, wrappers = [], set(), []
+    attrs, states, wrappers, injected = [], set(), [], []
     for m in methods:
         if not m.args.args or (rows is not None and not _holds_row(rows, m)):
             continue
         me = m.args.args[0].arg
+        params = {a.arg for a in [*m.args.args[1:], *m.args.kwonlyargs]}
         for n in ast.walk(m):
+            if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in params and len(n.targets) == 1
+                    and isinstance(n.targets[0], ast.Attribute) and isinstance(n.targets[0].value, ast.Name)
+                    and n.targets[0].value.id == me and SCALER_NAME.match(n.targets[0].attr) and n.targets[0].attr not in injected):
+                injected.append(n.targets[0].attr)
             if (
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict"
                 and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name) and n.func.value.value.id == me
@@ -285,7 +292,7 @@ def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
             ):
                 continue
             attrs.extend(a for a in mine if a not in attrs)
-    return ClassFact(bases, attrs, [m.name for m in methods], node.lineno, states, wrappers)
+    return ClassFact(bases, attrs, [m.name for m in methods], node.lineno, states, wrappers, injected)
 
 
 def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:

@@ -6,7 +6,7 @@ import re
 from amplint.fspath import absolute
 from amplint.model.names import WRAPPER_CLASSES, dotted, literal_dict, qualify, state_owner
 
-from amplint.model import CERTAIN
+from amplint.model import CERTAIN, LIKELY
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled
 
@@ -33,6 +33,10 @@ made once in `self.<attr>`, `self.ckpt = CheckpointManager(...)`), in a method o
 that saves `self.optimizer` (`self.save(path)` while the scaler is local to the caller), or
 in a method of a base class that a subclass in another module inherits while it trains with
 `self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
+
+In project mode, a class handed its scaler (`self.scaler = scaler` from a parameter) that
+trains with it (`scale`/`step`/`update`) counts too, when no other file of the project saves
+or loads a scaler state (a caller's `trainer.scaler.state_dict()` would keep it).
 
 A loss-scaler wrapper counts as the scaler it holds: timm's `NativeScaler()`, or a project
 class with `Scaler` in its name that builds an enabled `GradScaler` in `self.<attr>` and
@@ -442,6 +446,7 @@ class Trainer:
         yield from self._inherited(model)
         keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k) and _trains(model, k)]
         keys += [k for k in _wrapper_keys(model) if k not in keys]
+        keys += [k for k in _injected_keys(model) if k not in keys]
         if not keys:
             return
         saved = {e.scaler for e in model.events("scaler_state")}
@@ -807,5 +812,25 @@ def _wrapper_keys(model) -> list:
             if fact is None or not fact.scaler_attrs or "state_dict" not in fact.methods:
                 break
         else:
+            out.append(key)
+    return out
+
+
+def _injected_keys(model) -> list:
+    """``self.scaler = scaler`` (a parameter): a class handed the scaler it trains with
+    (``scale``/``step``/``update`` on it), in project mode, when no other file of the project
+    can save or load a scaler state (``trainer.scaler.state_dict()`` in the caller would keep
+    it). The caller's GradScaler is not followed; its name and use stand for it."""
+    files = getattr(model.index, "scaler_state_files", None)
+    if files is None or files - {absolute(model.path)}:
+        return []
+    out = []
+    for key, assigns in model.assigns.items():
+        if key[0] != "A" or model.scaler_status(key) != LIKELY or scaler_disabled(model, key):
+            continue
+        if not all(isinstance(a.value, ast.Name) and a.func is not None and a.value.id in a.func.params for a in assigns):
+            continue
+        kinds = {e.kind for e in model.events() if e.scaler == key}
+        if {"scale", "step", "update"} <= kinds:
             out.append(key)
     return out
