@@ -24,7 +24,7 @@ MAX_DEPTH = 4
 class Facts:
     """A function's composed facts: what it and the functions it calls (up to MAX_DEPTH) do."""
 
-    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype", "self_ops")
+    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype", "self_ops", "returns_state")
 
     def __init__(self, s: FuncSummary):
         self.saves_param = {x.param for x in s.saves if x.param}
@@ -36,6 +36,7 @@ class Facts:
         self.backward = s.backward
         self.returns = s.returns
         self.returns_dtype = s.returns_dtype
+        self.returns_state = s.returns_state
 
 
 def module_name(path: str, roots: list[str]) -> str | None:

@@ -88,7 +88,8 @@ class CallFact:
 
 
 class FuncSummary:
-    __slots__ = ("qualname", "params", "varkw", "scaler_ops", "backward", "saves", "returns", "returns_dtype", "calls", "line", "cls")
+    __slots__ = ("qualname", "params", "varkw", "scaler_ops", "backward", "saves", "returns", "returns_dtype", "calls", "line", "cls",
+                 "returns_state")
 
     def __init__(self, qualname, params, varkw=False, line=0, cls=None):
         self.qualname = qualname
@@ -102,6 +103,8 @@ class FuncSummary:
         self.calls: list[CallFact] = []
         self.line = line
         self.cls = cls
+        # the checkpoint dict it returns (``return {"optimizer": optimizer.state_dict(), ...}``)
+        self.returns_state: SaveFact | None = None
 
     def __repr__(self) -> str:
         return (f"FuncSummary({self.qualname!r}, params={self.params}, scaler_ops={self.scaler_ops}, "
@@ -111,6 +114,8 @@ class FuncSummary:
         return tuple(getattr(self, k) for k in self.__slots__)
 
     def __setstate__(self, state):
+        if len(state) != len(self.__slots__):
+            raise ValueError("a summary of another amplint version")  # the cache drops it
         for k, v in zip(self.__slots__, state):
             setattr(self, k, v)
 
@@ -121,7 +126,7 @@ class FuncSummary:
 
     @property
     def interesting(self) -> bool:
-        return bool(self.scaler_ops or self.backward or self.saves or self.returns or self.calls)
+        return bool(self.scaler_ops or self.backward or self.saves or self.returns or self.calls or self.returns_state)
 
 
 class ClassFact:
@@ -454,6 +459,11 @@ class _Summariser:
         if isinstance(value, ast.IfExp):
             self._returns(value.body)
             self._returns(value.orelse)
+            return
+        if literal_dict(value) is not None or (isinstance(value, ast.Name) and value.id in self.dicts):
+            fact = self._dict_fact(value, value.lineno)  # return {"optimizer": optimizer.state_dict(), ...}
+            if fact is not None and fact.has_opt:
+                self.s.returns_state = fact
             return
         if isinstance(value, ast.Tuple):  # return model, scaler: a factory of several objects
             at = [i for i, v in enumerate(value.elts) if (isinstance(v, ast.Name) and v.id in self.scaler_locals) or (

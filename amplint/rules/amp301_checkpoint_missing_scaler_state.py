@@ -30,8 +30,10 @@ Checks for `torch.save({...})` of a checkpoint that holds `optimizer.state_dict(
 `scaler.state_dict()`, in a function (or class) that trains with an enabled `GradScaler`,
 in a save helper it calls (same file or another module; a method of an object the class
 made once in `self.<attr>`, `self.ckpt = CheckpointManager(...)`), in a method of the same object
-that saves `self.optimizer` (`self.save(path)` while the scaler is local to the caller), or
-in a method of a base class that a subclass in another module inherits while it trains with
+that saves `self.optimizer` (`self.save(path)` while the scaler is local to the caller),
+in a dict a project helper returns (`state = make_state(model, optimizer, epoch)`,
+`torch.save(self.state_dict(), path)` with the class's own `state_dict()`), or in a method of
+a base class that a subclass in another module inherits while it trains with
 `self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
 
 In project mode, a class handed its scaler (`self.scaler = scaler` from a parameter) that
@@ -203,6 +205,20 @@ def main(args):
     scaler = torch.amp.GradScaler("cuda")
     train(loader, scaler)
 """,
+        # the helper returns the scaler state too
+    """
+import torch
+def make_state(model, optimizer, scaler, epoch):
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch}
+def train(model, optimizer, loader, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        torch.save(make_state(model, optimizer, scaler, epoch), "last.pt")
+""",
         # a factory whose returns disagree on where the scaler is: unknown
     """
 import torch
@@ -306,6 +322,43 @@ class Trainer:
         else:
             state = dict(epoch=epoch, model=self.model.state_dict(), optimizer=self.optimizer.state_dict())
         torch.save(state, "model.pth")
+""",
+        ),
+        # the checkpoint dict comes from a helper that returns it without the scaler state
+        Invalid(
+            """
+import torch
+def make_state(model, optimizer, epoch):
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
+def train(model, optimizer, loader, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        state = make_state(model, optimizer, epoch)
+        torch.save(state, "last.pt")
+""",
+        ),
+        # the object's own state_dict() leaves its scaler out
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+    def state_dict(self):
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x in loader:
+                self.scaler.scale(self.model(x)).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            torch.save(self.state_dict(), "last.pt")
 """,
         ),
         # a method of the object saves self.optimizer; the scaler is local to the caller
@@ -459,15 +512,19 @@ class Trainer:
         for c in saves:
             f = c.func
             d = self._dict(model, c)
-            if d is None or id(d) in seen:
+            made = self._returned_state(model, c) if d is None or isinstance(d, ast.Call) else None
+            if made is not None:
+                d = made  # the dict a project helper returns: judged by its summary
+            elif d is None or id(d) in seen:
                 continue  # one finding per checkpoint dict, at its first save
-            seen.add(id(d))
-            values = [d] if isinstance(d, ast.Call) else d.values  # torch.save(opt.state_dict(), path)
-            if not any(self._optimizer_state(model, v, f) for v in values):
-                continue
-            text = model.text(d).lower()
-            if "scaler" in text or "scale" in text:
-                continue
+            else:
+                seen.add(id(d))
+                values = [d] if isinstance(d, ast.Call) else d.values  # torch.save(opt.state_dict(), path)
+                if not any(self._optimizer_state(model, v, f) for v in values):
+                    continue
+                text = model.text(d).lower()
+                if "scaler" in text or "scale" in text:
+                    continue
             in_scope = [k for k in keys if self._in_scope(model, k, f) and k not in saved]
             if not in_scope or any(self._registered(model, k) for k in in_scope) or not _resumable(model, c):
                 continue
@@ -480,6 +537,34 @@ class Trainer:
                 None,
                 c.stmt,
             )
+
+    @staticmethod
+    def _returned_state(model, c):
+        """``torch.save(state, path)`` where ``state = make_state(model, optimizer, epoch)`` (or
+        the call itself is the argument): a project function whose summary returns a dict
+        with the optimizer state it was given (or ``self.<optimizer>``'s, for a method of this
+        object) and nothing scaler-like. The call node, else None."""
+        a = c.node.args[0]
+        if isinstance(a, ast.Name):
+            key = model.key_of_expr(a, c.func)
+            prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
+            a = prior[-1].value if prior else None
+        if not isinstance(a, ast.Call):
+            return None
+        site = next((x for x in c.func.calls if x.node is a), None)
+        hit = model.project_callee(site) if site is not None else None
+        fact = hit[2].returns_state if hit is not None else None
+        if fact is None or not fact.has_opt or fact.has_scaler:
+            return None
+        callee = hit[1]
+        args = list(enumerate(a.args)) + [(kw.arg, kw.value) for kw in a.keywords if kw.arg]
+        given = any(
+            callee.param_at(pos) in fact.opt_params and isinstance(v, (ast.Name, ast.Attribute)) and model.is_optimizer(v, c.func)
+            for pos, v in args
+        )
+        own = any(p.startswith("self.") for p in fact.opt_params) and isinstance(a.func, ast.Attribute) and (
+            isinstance(a.func.value, ast.Name) and a.func.value.id == c.func.self_name)
+        return a if given or own else None
 
     def _framework_checkpoints(self, model, keys, saved):
         """fvcore/detectron2 checkpointers: the scaler left out of the checkpointables, or a
