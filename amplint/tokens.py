@@ -14,7 +14,7 @@ RELEVANT_WITH_SCALER = re.compile(
 
 # A function whose text holds none of these cannot do anything a project summary records
 # (amplint.model.summary): scaler calls, backward, checkpoints, autocast wrappers.
-SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict")
+SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict|clip_grad")
 
 
 def match_rows(source: str, pattern: re.Pattern) -> list[int]:

@@ -183,7 +183,7 @@ def test_facts_see_functions_the_parser_masks():
         "    accelerator = Accelerator(mixed_precision='fp16', gradient_accumulation_steps=4)\n"
         "    for x, y in loader:\n"
         "        with accelerator.accumulate(model):\n"
-        "            accelerator.clip_grad_norm_(model.parameters(), 1.0)\n"
+        "            accelerator.unscale_gradients()\n"
         "            optimizer.step()\n"
     )
     assert may_contain_amp(src.encode())

@@ -24,7 +24,7 @@ MAX_DEPTH = 4
 class Facts:
     """A function's composed facts: what it and the functions it calls (up to MAX_DEPTH) do."""
 
-    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype", "self_ops", "returns_state")
+    __slots__ = ("saves_param", "dict_saves", "scaler_ops", "backward", "returns", "returns_dtype", "self_ops", "returns_state", "clips")
 
     def __init__(self, s: FuncSummary):
         self.saves_param = {x.param for x in s.saves if x.param}
@@ -37,6 +37,7 @@ class Facts:
         self.returns = s.returns
         self.returns_dtype = s.returns_dtype
         self.returns_state = s.returns_state
+        self.clips = s.clips
 
 
 def module_name(path: str, roots: list[str]) -> str | None:
@@ -332,6 +333,7 @@ class ProjectIndex:
                 cpath, cs = hit
                 cf = self.facts(cpath, cs, (*_stack, key))
                 out.backward = out.backward or cf.backward
+                out.clips = out.clips or cf.clips
                 if c.callee.startswith("self.") and "." not in c.callee[5:]:
                     for k, ops in cf.self_ops.items():
                         out.self_ops.setdefault(k, set()).update(ops)

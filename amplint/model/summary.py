@@ -89,7 +89,7 @@ class CallFact:
 
 class FuncSummary:
     __slots__ = ("qualname", "params", "varkw", "scaler_ops", "backward", "saves", "returns", "returns_dtype", "calls", "line", "cls",
-                 "returns_state")
+                 "returns_state", "clips")
 
     def __init__(self, qualname, params, varkw=False, line=0, cls=None):
         self.qualname = qualname
@@ -105,6 +105,7 @@ class FuncSummary:
         self.cls = cls
         # the checkpoint dict it returns (``return {"optimizer": optimizer.state_dict(), ...}``)
         self.returns_state: SaveFact | None = None
+        self.clips = False  # calls torch.nn.utils.clip_grad_norm_/clip_grad_value_
 
     def __repr__(self) -> str:
         return (f"FuncSummary({self.qualname!r}, params={self.params}, scaler_ops={self.scaler_ops}, "
@@ -126,7 +127,7 @@ class FuncSummary:
 
     @property
     def interesting(self) -> bool:
-        return bool(self.scaler_ops or self.backward or self.saves or self.returns or self.calls or self.returns_state)
+        return bool(self.scaler_ops or self.backward or self.saves or self.returns or self.calls or self.returns_state or self.clips)
 
 
 class ClassFact:
@@ -495,6 +496,9 @@ class _Summariser:
                 if func.attr == "update" and isinstance(func.value, ast.Name) and func.value.id in self.dicts:
                     self.dicts[func.value.id].extend(a for a in n.args)
             q = qualify(func, [self.scope])
+            if canonical(q) == "clip":
+                self.s.clips = True
+                continue
             if q == "torch.save" and n.args:
                 self._save(n.args[0], n.lineno)
                 continue

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from amplint.diagnostics import Fix, InsertStatement
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled, scaler_text, simple_stmt, stmt_anchor
 
 GRAD_READ = {"norm", "abs", "max"}
+CLIP_HELPER = re.compile(r"clip|grad_?norm|norm_?grad", re.IGNORECASE)
 
 
 class ClipBeforeUnscale(Rule):
@@ -18,7 +20,9 @@ class ClipBeforeUnscale(Rule):
 ## What it does
 Checks for `clip_grad_norm_`, `clip_grad_value_`, `get_total_norm` or a gradient norm read
 (`p.grad.norm()`) between `scaler.scale(loss).backward()` and `scaler.step(optimizer)`
-with no `scaler.unscale_(optimizer)` before it.
+with no `scaler.unscale_(optimizer)` before it. A project helper named for clipping or a
+gradient norm that calls one (`utils.clip_gradients(model, max_norm)`, same file or another
+module) counts as the clip, unless it unscales itself; no fix is offered there.
 
 ## Why is this bad?
 Until `unscale_` the gradients are multiplied by the loss scale (65536 at the start). The
@@ -55,6 +59,20 @@ clip is not a `return` statement, and no `unscale_` follows the clip (a second `
 would raise). A norm divided by `scaler.get_scale()` by hand is not reported.
 """
     valid = [
+        # the clip helper unscales the gradients itself
+        """
+import torch
+def clip_gradients(scaler, optimizer, model, max_norm):
+    scaler.unscale_(optimizer)
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        clip_gradients(scaler, optimizer, model, 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+""",
         """
 import torch
 scaler = torch.amp.GradScaler("cuda")
@@ -107,6 +125,21 @@ for x in loader:
 """,
     ]
     invalid = [
+        # a helper that clips, called before unscale_
+        Invalid(
+            """
+import torch
+def clip_all(model, max_norm):
+    return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+def train(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        clip_all(model, 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+""",
+        ),
         Invalid(
             """
 import torch
@@ -231,7 +264,7 @@ for x in loader:
                 # the step: same loops and no guard on the step that the clip lacks (a clip on every
                 # micro-batch with the step under `if (i + 1) % accum == 0:` would unscale twice)
                 if (
-                    len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt
+                    len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt and not getattr(c, "helper", False)
                     and c.loops == s.loops and not (s.ctx.lits - c.ctx.lits) and simple_stmt(c)
                     and not isinstance(c.stmt, ast.Return)
                 ):
@@ -256,6 +289,15 @@ for x in loader:
             if e.kind == "clip":
                 name = model.text(e.node.func).rsplit(".", 1)[-1]
                 yield e, f"`{name}`"
+        for c in f.calls:  # a project helper that clips (same file or another module)
+            if not CLIP_HELPER.search(model.text(c.node.func).rsplit(".", 1)[-1]):
+                continue
+            hit = model.project_callee(c)
+            if hit is None or not hit[2].clips or any("unscale" in ops for ops in hit[2].scaler_ops.values()):
+                continue
+            read = _Read(c)
+            read.helper = True  # no fix: the shapes of helpers are not proved safe to rewrite
+            yield read, f"`{model.text(c.node.func)}()` (it calls `clip_grad_norm_`)"
         for mc in f.methods:
             if mc.called and mc.attr in GRAD_READ and isinstance(mc.receiver_node, ast.Attribute):
                 r = mc.receiver_node
@@ -321,6 +363,7 @@ class _Read:
     """A gradient-norm read, shaped like an Event for the checks above."""
 
     kind = "grad_read"
+    helper = False
 
     def __init__(self, mc):
         self.node = mc.node
