@@ -355,6 +355,7 @@ class ProjectIndex:
                         None, d.has_opt, d.has_scaler,
                         [names[p] for p in d.opt_params if p in names],
                         [names[p] for p in d.scaler_params if p in names], d.line,
+                        [names[p] for p in d.owner_params if p in names],
                     ))
         if not _stack:
             self._facts[key] = out

@@ -41,15 +41,17 @@ class SaveFact:
     whose ``state_dict()`` it holds (``opt_params``/``scaler_params``), and whether it holds an
     optimizer state (``has_opt``) or anything scaler-like at all (``has_scaler``)."""
 
-    __slots__ = ("param", "has_opt", "has_scaler", "opt_params", "scaler_params", "line")
+    __slots__ = ("param", "has_opt", "has_scaler", "opt_params", "scaler_params", "line", "owner_params")
 
-    def __init__(self, param=None, has_opt=False, has_scaler=False, opt_params=(), scaler_params=(), line=0):
+    def __init__(self, param=None, has_opt=False, has_scaler=False, opt_params=(), scaler_params=(), line=0, owner_params=()):
         self.param = param
         self.has_opt = has_opt
         self.has_scaler = has_scaler
         self.opt_params = tuple(opt_params)
         self.scaler_params = tuple(scaler_params)
         self.line = line
+        # parameters whose attribute's optimizer state it holds (``trainer.optimizer.state_dict()``)
+        self.owner_params = tuple(owner_params)
 
     def __repr__(self) -> str:
         return f"SaveFact(param={self.param!r}, opt={self.has_opt}, scaler={self.has_scaler}, line={self.line})"
@@ -58,6 +60,8 @@ class SaveFact:
         return tuple(getattr(self, k) for k in self.__slots__)
 
     def __setstate__(self, state):
+        if len(state) != len(self.__slots__):
+            raise ValueError("a summary of another amplint version")  # the cache drops it
         for k, v in zip(self.__slots__, state):
             setattr(self, k, v)
 
@@ -582,7 +586,7 @@ class _Summariser:
             values = [arg]  # torch.save(optimizer.state_dict(), path): one state per file
         else:
             return None
-        opt_params, scaler_params, has_opt, has_scaler = [], [], False, False
+        opt_params, scaler_params, owners, has_opt, has_scaler = [], [], [], False, False
         for v in values:
             text = ast.unparse(v).lower() if v is not None else ""
             if "scale" in text:
@@ -600,5 +604,7 @@ class _Summariser:
                         has_opt = True
                         if r:
                             opt_params.append(r)
-        return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line)
+                        elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id in self.params:
+                            owners.append(base.value.id)  # trainer.optimizer.state_dict()
+        return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line, owners)
 

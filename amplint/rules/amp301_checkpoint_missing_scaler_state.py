@@ -29,7 +29,8 @@ class CheckpointMissingScalerState(Rule):
 Checks for `torch.save({...})` of a checkpoint that holds `optimizer.state_dict()` but not
 `scaler.state_dict()`, in a function (or class) that trains with an enabled `GradScaler`,
 in a save helper it calls (same file or another module; a method of an object the class
-made once in `self.<attr>`, `self.ckpt = CheckpointManager(...)`), in a method of the same object
+made once in `self.<attr>`, `self.ckpt = CheckpointManager(...)`; a helper handed the object
+itself, `save_checkpoint(self, path)`, that saves `trainer.optimizer`), in a method of the same object
 that saves `self.optimizer` (`self.save(path)` while the scaler is local to the caller),
 in a dict a project helper returns (`state = make_state(model, optimizer, epoch)`,
 `torch.save(self.state_dict(), path)` with the class's own `state_dict()`), or in a method of
@@ -205,6 +206,24 @@ def main(args):
     scaler = torch.amp.GradScaler("cuda")
     train(loader, scaler)
 """,
+        # the helper handed the trainer saves its scaler too
+    """
+import torch
+def save_checkpoint(trainer, path):
+    torch.save({"optimizer": trainer.optimizer.state_dict(), "scaler": trainer.scaler.state_dict()}, path)
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x in loader:
+                self.scaler.scale(self.model(x)).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            save_checkpoint(self, "last.pt")
+""",
         # the helper returns the scaler state too
     """
 import torch
@@ -322,6 +341,26 @@ class Trainer:
         else:
             state = dict(epoch=epoch, model=self.model.state_dict(), optimizer=self.optimizer.state_dict())
         torch.save(state, "model.pth")
+""",
+        ),
+        # a save helper handed the trainer object reads its optimizer, not its scaler
+        Invalid(
+            """
+import torch
+def save_checkpoint(trainer, path):
+    torch.save({"model": trainer.model.state_dict(), "optimizer": trainer.optimizer.state_dict()}, path)
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x in loader:
+                self.scaler.scale(self.model(x)).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            save_checkpoint(self, "last.pt")
 """,
         ),
         # the checkpoint dict comes from a helper that returns it without the scaler state
@@ -674,15 +713,17 @@ class Trainer:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, c.func) and k not in saved]
             hands = self._hands_state(model, c)
+            selfs = self._hands_self(c)
             if not hands:  # self.save(path): only a scaler local to the caller is out of the method's reach
-                in_scope = [k for k in in_scope if k[0] == "L"] if self._own_method(c) else []
+                in_scope = [k for k in in_scope if k[0] == "L" or (selfs and k[0] == "A")] if self._own_method(c) or selfs else []
             if not in_scope:
                 continue
             hit = model.project_callee(c)
             if hit is None:
                 continue
             if not hands and not any(
-                d.has_opt and any(p.startswith("self.") for p in d.opt_params) for d in hit[2].dict_saves
+                d.has_opt and (any(p.startswith("self.") for p in d.opt_params) or any(hit[1].param_at(pos) in d.owner_params for pos in selfs))
+                for d in hit[2].dict_saves
             ):
                 continue  # a method given nothing of the checkpoint: it must save self.<optimizer>
             _path, callee, facts = hit
@@ -709,6 +750,15 @@ class Trainer:
                 and c.func.self_name is not None and fn.value.id == c.func.self_name)
 
     @staticmethod
+    def _hands_self(c) -> list:
+        """The argument positions where a method passes its own object (``save_checkpoint(self, path)``)."""
+        me = c.func.self_name
+        if me is None:
+            return []
+        args = list(enumerate(c.node.args)) + [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg]
+        return [pos for pos, a in args if isinstance(a, ast.Name) and a.id == me]
+
+    @staticmethod
     def _hands_state(model, c) -> bool:
         """Does the call hand over what a checkpoint is made of: a dict, an optimizer, a scaler?"""
         for a in [*c.node.args, *(kw.value for kw in c.node.keywords)]:
@@ -723,6 +773,10 @@ class Trainer:
 
     def _helper_verdict(self, model, c, callee, facts) -> str | None:
         args = list(enumerate(c.node.args)) + [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg]
+        for pos in self._hands_self(c):
+            p = callee.param_at(pos)
+            if p is not None and any(d.has_opt and not d.has_scaler and p in d.owner_params for d in facts.dict_saves):
+                return f"is given this object and saves `{p}.<optimizer>`'s state but not `{{scaler}}.state_dict()`"
         for pos, a in args:
             p = callee.param_at(pos)
             if p is None or p not in facts.saves_param:
