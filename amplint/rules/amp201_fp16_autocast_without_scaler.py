@@ -8,7 +8,7 @@ from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
 from amplint.rules._autocast import autocast_enabled_off, described, enabled_flag
-from amplint.model.names import qualify
+from amplint.model.names import SCALER_NAME, qualify
 from amplint.model.queries_extra import ancestry
 
 FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
@@ -23,7 +23,9 @@ class Fp16AutocastWithoutScaler(Rule):
 ## What it does
 Checks for a training loop (it calls `backward()` and steps an optimizer) whose forward pass
 runs under CUDA autocast with float16, in a file that uses no GradScaler and no framework
-that scales the loss (Accelerate, DeepSpeed, Lightning, apex, mmengine).
+that scales the loss (Accelerate, DeepSpeed, Lightning, apex, mmengine). A GradScaler method
+called on an attribute named like a scaler (`context.grad_scaler.scale(loss)`, an object set
+up elsewhere) counts as a GradScaler in use.
 
 ## Why is this bad?
 CUDA autocast defaults to float16 (`torch.get_autocast_dtype('cuda')`), whose smallest
@@ -64,6 +66,23 @@ the simple shape: one `loss.backward()` and one `optimizer.step()` in the loop, 
 statements, no gradient clipping in between, `torch` imported, and a free name for the scaler.
 """
     valid = [
+        # the scaler lives on an object the caller set up (context.grad_scaler = GradScaler())
+        """
+import torch
+def train_one_epoch(model, context):
+    for x, y in context.train_loader:
+        context.optimizer.zero_grad()
+        if context.grad_scaler:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            context.grad_scaler.scale(loss).backward()
+            context.grad_scaler.step(context.optimizer)
+            context.grad_scaler.update()
+        else:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            context.optimizer.step()
+""",
         # DINO's shape: the scaler is a parameter named fp16_scaler, autocast on when it exists
         """
 import torch
@@ -246,6 +265,8 @@ for x, y in loader:
             return
         if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
             return  # a scaler is in use (under any name)
+        if _scaler_named_calls(model):
+            return  # context.grad_scaler.scale(loss): a scaler reached through another object
         if FRAMEWORK.search(model.source):
             return
         for call, f, ctx, stmt, direct in regions:
@@ -339,3 +360,15 @@ def _without_grad(model, f, stmt) -> bool:
     body = getattr(stmt, "body", None)
     return bool(body) and all(_no_grad_with(f, s) for s in body)
 
+
+
+def _scaler_named_calls(model) -> bool:
+    """``<obj>.grad_scaler.scale(loss)`` / ``.step(optimizer)``: a GradScaler method called on
+    an attribute named like a scaler, which the model keys no scaler (the object holding it
+    comes from elsewhere)."""
+    for f in model.funcs:
+        for mc in f.methods:
+            r = mc.receiver_node
+            if mc.called and mc.attr in ("scale", "step", "update", "unscale_") and isinstance(r, ast.Attribute) and SCALER_NAME.match(r.attr):
+                return True
+    return False

@@ -41,6 +41,11 @@ In project mode, a class handed its scaler (`self.scaler = scaler` from a parame
 trains with it (`scale`/`step`/`update`) counts too, when no other file of the project saves
 or loads a scaler state (a caller's `trainer.scaler.state_dict()` would keep it).
 
+The dict may be built before the save: key by key (`ckpt = {}`; `ckpt["optimizer"] =
+opt_state`, with `opt_state = optimizer.state_dict()`) or with `ckpt.update({...})` (a
+`**kwargs` parameter too). One handed to other code before the save, or updated from
+something not written out, is unknown and not reported.
+
 A loss-scaler wrapper counts as the scaler it holds: timm's `NativeScaler()`, or a project
 class with `Scaler` in its name that builds an enabled `GradScaler` in `self.<attr>` and
 defines `state_dict()` (MAE's `NativeScalerWithGradNormCount`); its `state_dict()` belongs in
@@ -206,6 +211,23 @@ def main(args):
     scaler = torch.amp.GradScaler("cuda")
     train(loader, scaler)
 """,
+        # update() with the scaler state, or the dict handed to other code first
+    """
+import torch
+class Experiment:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+    def save_model(self, path, **save_kwargs):
+        save_kwargs.update({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()})
+        save_kwargs.update({"grad_scaler": self.scaler.state_dict()})
+        torch.save(save_kwargs, path)
+    def save_other(self, path):
+        state = {"optimizer": self.optimizer.state_dict()}
+        add_extras(state)
+        torch.save(state, path)
+""",
         # the helper handed the trainer saves its scaler too
     """
 import torch
@@ -361,6 +383,46 @@ class Trainer:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
             save_checkpoint(self, "last.pt")
+""",
+        ),
+        # the dict is built key by key (the optimizer state through a local), or through update()
+        Invalid(
+            """
+import torch
+def main(model, optimizer, loader, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    def save(path):
+        optimizer_state = optimizer.state_dict()
+        state = {}
+        state["model"] = model.state_dict()
+        state["optimizer"] = optimizer_state
+        torch.save(state, path)
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        save("last.pt")
+""",
+        ),
+        Invalid(
+            """
+import torch
+class Experiment:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+    def save_model(self, path, **save_kwargs):
+        save_kwargs.update({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()})
+        torch.save(save_kwargs, path)
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x in loader:
+                self.scaler.scale(self.model(x)).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            self.save_model("last.ckpt", epoch=epoch)
 """,
         ),
         # the checkpoint dict comes from a helper that returns it without the scaler state
@@ -554,14 +616,14 @@ class Trainer:
             made = self._returned_state(model, c) if d is None or isinstance(d, ast.Call) else None
             if made is not None:
                 d = made  # the dict a project helper returns: judged by its summary
-            elif d is None or id(d) in seen:
+            elif d is None or _identity(d) in seen:
                 continue  # one finding per checkpoint dict, at its first save
             else:
-                seen.add(id(d))
+                seen.add(_identity(d))
                 values = [d] if isinstance(d, ast.Call) else d.values  # torch.save(opt.state_dict(), path)
                 if not any(self._optimizer_state(model, v, f) for v in values):
                     continue
-                text = model.text(d).lower()
+                text = _text(model, d).lower()
                 if "scaler" in text or "scale" in text:
                     continue
             in_scope = [k for k in keys if self._in_scope(model, k, f) and k not in saved]
@@ -688,7 +750,7 @@ class Trainer:
                 if not users or d is None:
                     continue
                 values = [d] if isinstance(d, ast.Call) else d.values
-                if not any(self._optimizer_state(model, v, c.func) for v in values) or re.search(r"scale", model.text(d), re.I):
+                if not any(self._optimizer_state(model, v, c.func) for v in values) or re.search(r"scale", _text(model, d), re.I):
                     continue
                 if not _resumable(model, c):
                     continue
@@ -823,8 +885,10 @@ class Trainer:
             key = model.key_of_expr(a, c.func)
             prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
             if prior and literal_dict(prior[-1].value) is not None:
-                # a later `ckpt[...] = ...` may add the scaler state: only literal dicts used as is
-                return literal_dict(prior[-1].value)
+                base = literal_dict(prior[-1].value)
+                return _filled(model, c, a.id, base, prior[-1].stmt.lineno if prior[-1].stmt is not None else 0)
+            if not prior and a.id in c.func.params:  # def save(path, **state): state.update({...}); torch.save(state, path)
+                return _filled(model, c, a.id, None, 0)
         return None
 
     @staticmethod
@@ -973,3 +1037,83 @@ def _injected_keys(model) -> list:
         if {"scale", "step", "update"} <= kinds:
             out.append(key)
     return out
+
+
+class _Built:
+    """A checkpoint dict built by statements: ``ckpt = {...}`` then ``ckpt["optimizer"] = ...``
+    or ``ckpt.update({...})`` before the save; ``values`` with local aliases of a
+    ``state_dict()`` (``opt_state = optimizer.state_dict()``) replaced by the call."""
+
+    def __init__(self, values, text, identity):
+        self.values = values
+        self.text = text
+        self.identity = identity  # the dict it grew from (its literal, or the parameter)
+
+
+def _identity(d):
+    return d.identity if isinstance(d, _Built) else id(d)
+
+
+def _text(model, d) -> str:
+    return d.text if isinstance(d, _Built) else model.text(d)
+
+
+def _filled(model, c, name: str, base, start: int):
+    """The dict ``name`` as the save at ``c`` writes it: ``base`` (a literal, or None for a
+    parameter) and what the statements of the same function add to it between line ``start``
+    and the save. None when something else may add to it (``name.update(other)``, a call
+    handed the dict, a nested function) or, for a parameter, nothing is added."""
+    f = c.func
+    if not isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        return base
+    from amplint.model import exclusive
+
+    end = c.node.lineno
+    values, texts, aliases = [], [], {}
+    sites = {id(x.node): x for x in f.calls}
+    for n in _own_nodes(f.node):
+        if isinstance(n, ast.Call) and id(n) in sites and exclusive(sites[id(n)].ctx.lits, c.ctx.lits):
+            continue  # another branch (`if accelerator: ... else: torch.save(...)`)
+        line = getattr(n, "lineno", 0)
+        if not (start < line < end or (isinstance(n, ast.Assign) and line < end)):
+            continue
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            t = n.targets[0]
+            if isinstance(t, ast.Name) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "state_dict":
+                aliases.setdefault(t.id, []).append(n.value)
+            elif start < line and isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name:
+                values.append(n.value)
+                texts.append(ast.unparse(t.slice) + " " + ast.unparse(n.value))
+        elif isinstance(n, ast.Call) and start < line:
+            fn = n.func
+            if isinstance(fn, ast.Attribute) and fn.attr == "update" and isinstance(fn.value, ast.Name) and fn.value.id == name:
+                d = literal_dict(n.args[0]) if len(n.args) == 1 and not n.keywords else None
+                if d is None:
+                    return None  # updated from something we do not read
+                values.extend(d.values)
+                texts.append(ast.unparse(d))
+            elif any(isinstance(x, ast.Name) and x.id == name for x in [*n.args, *(k.value for k in n.keywords)]) and n is not c.node:
+                return None  # handed to other code before the save: it may add the scaler state
+    if base is None and not values:
+        return None
+    if not values:
+        return base
+    resolved = []
+    for v in [*(base.values if base is not None else ()), *values]:
+        if isinstance(v, ast.Name) and v.id in aliases:
+            resolved.extend(aliases[v.id])
+        else:
+            resolved.append(v)
+    text = " ".join([model.text(base) if base is not None else "", *texts, *(ast.unparse(a) for al in aliases.values() for a in al)])
+    return _Built(resolved, text, id(base) if base is not None else (id(f.node), name))
+
+
+def _own_nodes(fnode):
+    """The nodes of a function's body, not of functions or classes defined in it."""
+    todo = list(fnode.body)
+    while todo:
+        n = todo.pop()
+        yield n
+        for ch in ast.iter_child_nodes(n):
+            if not isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                todo.append(ch)
