@@ -70,7 +70,9 @@ whose scaler state is added elsewhere in the file (`ckpt["scaler"] = scaler.stat
 scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`), and any
 checkpoint of a project none of whose files restores an optimizer state
 (`optimizer.load_state_dict(...)`): nothing resumes from it, so the scaler state would never
-be read. In a project that resumes, a checkpoint written once after the training loop of
+be read. Nor is one saved by a class that reads its checkpoints back itself (a method
+calling `torch.load`) in a file that restores no optimizer state. In a project that
+resumes, a checkpoint written once after the training loop of
 the same function is still taken for an export of the trained model; a periodic save, a
 save helper or method makes it a training checkpoint. A file checked outside a project is
 taken to resume.
@@ -210,6 +212,27 @@ def main(args):
                 save_ckp({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict()}, "ckpt.pt")
     scaler = torch.amp.GradScaler("cuda")
     train(loader, scaler)
+""",
+        # the class reads its checkpoints back itself and restores no optimizer: not a resume
+    """
+import torch
+class Model(torch.nn.Module):
+    def fit(self, loader, epochs, path):
+        self.optimizer = torch.optim.AdamW(self.parameters())
+        self.scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(epochs):
+            for x in loader:
+                self.scaler.scale(self(x)).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            self.save(path)
+    def save(self, path):
+        state = {}
+        state["state_dict"] = self.state_dict()
+        state["optimizer"] = self.optimizer.state_dict()
+        torch.save(state, path)
+    def load(self, path):
+        self.load_state_dict(torch.load(path)["state_dict"])
 """,
         # update() with the scaler state, or the dict handed to other code first
     """
@@ -952,6 +975,8 @@ def _resumable(model, c) -> bool:
     checkpoint."""
     if getattr(model.index, "restores_optimizer", None) is False:
         return False  # nothing in the project resumes from an optimizer state
+    if _own_load_drops_optimizer(model, c.func):
+        return False
     if c.ctx.loops:
         return True
     f = c.func
@@ -959,6 +984,27 @@ def _resumable(model, c) -> bool:
     if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
         return True
     return getattr(model.index, "restores_optimizer", None) is not False
+
+
+def _own_load_drops_optimizer(model, f) -> bool:
+    """The save is a method of a class that reads its checkpoints back itself (a method
+    calling ``torch.load``), and nothing in the file restores an optimizer state (no
+    ``load_state_dict`` on a line naming ``opt``): the class's own load is the way back, and
+    it does not resume training (tez's ``Model.save``/``Model.load``)."""
+    cls = f.cls
+    while cls is None and f.parent is not None:
+        f = f.parent
+        cls = f.cls
+    if cls is None or not isinstance(cls.node, ast.ClassDef):
+        return False
+    if any(re.search(r"opt\w*.*load_state_dict\(|load_state_dict\(.*opt", line) for line in model.source.splitlines() if "load_state_dict(" in line):
+        return False
+    for m in cls.node.body:
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(m):
+                if isinstance(n, ast.Call) and qualify(n.func, [model.module_scope]) == "torch.load":
+                    return True
+    return False
 
 
 _TRAINING_OPS = {"scale", "step", "update", "unscale", "update_value"}
