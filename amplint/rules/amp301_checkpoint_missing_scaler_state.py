@@ -986,19 +986,22 @@ def _resumable(model, c) -> bool:
     return getattr(model.index, "restores_optimizer", None) is not False
 
 
+_LOAD_CALL = re.compile(r"load\w*\s*\(", re.IGNORECASE)
+
+
 def _own_load_drops_optimizer(model, f) -> bool:
     """The save is a method of a class that reads its checkpoints back itself (a method
-    calling ``torch.load``), and nothing in the file restores an optimizer state (no
-    ``load_state_dict`` on a line naming ``opt``): the class's own load is the way back, and
-    it does not resume training (tez's ``Model.save``/``Model.load``)."""
+    calling ``torch.load``), and nothing in the file may restore an optimizer state (no call
+    of a ``load...`` function on a line naming ``opt``): the class's own load is the way
+    back, and it does not resume training (tez's ``Model.save``/``Model.load``)."""
     cls = f.cls
     while cls is None and f.parent is not None:
         f = f.parent
         cls = f.cls
     if cls is None or not isinstance(cls.node, ast.ClassDef):
         return False
-    if any(re.search(r"opt\w*.*load_state_dict\(|load_state_dict\(.*opt", line) for line in model.source.splitlines() if "load_state_dict(" in line):
-        return False
+    if any(_LOAD_CALL.search(line) and re.search(r"opt", line, re.I) for line in model.source.splitlines() if "oad" in line):
+        return False  # optimizer.load_state_dict(...), self._load_weight(optimizer, ...), maybe_load_optimizer(...)
     for m in cls.node.body:
         if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for n in ast.walk(m):
