@@ -195,7 +195,7 @@ def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
         if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.args.args:
             continue
         me = m.args.args[0].arg
-        for n in ast.walk(m):
+        for n in _statements(m.body):
             if isinstance(n, ast.Assign):
                 targets = n.targets
             elif isinstance(n, (ast.AnnAssign, ast.AugAssign)):
@@ -203,7 +203,7 @@ def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
             else:
                 continue
             for t in targets:
-                for x in ast.walk(t):
+                for x in ([t] if isinstance(t, ast.Attribute) else ast.walk(t) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else ()):
                     if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == me:
                         made.setdefault(x.attr, []).append(n.value if t is x and not isinstance(n, ast.AugAssign) else None)
     out = {}
@@ -217,3 +217,22 @@ def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
 
 # Names that say "a GradScaler" (``scaler``, ``grad_scaler``, ``self._amp_scaler``, ``fp16_scaler``).
 SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
+
+
+def _statements(body):
+    """The statements of a block and of the blocks nested in it (not their expressions, not
+    nested functions or classes): an assignment is always one of them."""
+    todo = list(body)
+    while todo:
+        st = todo.pop()
+        yield st
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(st, field, None)
+            if isinstance(sub, list):
+                todo.extend(x for x in sub if isinstance(x, ast.stmt))
+        for h in getattr(st, "handlers", None) or ():
+            todo.extend(h.body)
+        for case in getattr(st, "cases", None) or ():
+            todo.extend(case.body)

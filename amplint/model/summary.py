@@ -204,13 +204,17 @@ def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[st
     rows = match_rows(source, SUMMARY_TOKENS) if source is not None else None
     class_nodes = dict((qual, node) for node, qual in _classes(tree.body, ""))
     attrs_of: dict[str, dict[str, str]] = {}  # class -> self.<attr> made once by a project call
+
+    def attrs(cls):  # computed on the first `self.<attr>.m(...)` call a method makes
+        if cls not in attrs_of:
+            attrs_of[cls] = attr_classes(class_nodes[cls], scope) if cls in class_nodes else {}
+        return attrs_of[cls]
+
     for node, qual, cls in _functions(tree.body, "", None):
         if rows is not None and not _holds_row(rows, node):
             out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
             continue
-        if cls is not None and cls not in attrs_of and cls in class_nodes:
-            attrs_of[cls] = attr_classes(class_nodes[cls], scope)
-        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions, attrs=attrs_of.get(cls)).run()
+        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions, attrs=attrs if cls is not None else None).run()
     for qual, node in class_nodes.items():
         out.classes[qual] = _class_fact(node, scope, rows)
     # the module's own statements (a training script at top level): only what it calls
@@ -359,7 +363,8 @@ def _calls_in(node):
 class _Summariser:
     def __init__(self, node, qual, cls, module_scope, registry=None, outer=None, attrs=None):
         self.node = node
-        self.attrs = attrs or {}  # self.<attr> -> the project class that made it
+        self.cls = cls
+        self.attrs = attrs  # cls -> {self.<attr>: the project class that made it}, on demand
         self.registry = registry  # the file's summaries: nested helpers are entered too, by qualified name
         self.outer = outer  # the enclosing function's summariser: its helpers are callable here (closures)
         if node is None:  # the module body
@@ -531,8 +536,9 @@ class _Summariser:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
             callee = "self." + func.attr
         elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name)
-              and func.value.value.id == self.self_name and func.value.attr in self.attrs):
-            callee = f"{self.attrs[func.value.attr]}.{func.attr}"  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
+              and func.value.value.id == self.self_name and self.attrs is not None
+              and func.value.attr in (made := self.attrs(self.cls))):
+            callee = f"{made[func.value.attr]}.{func.attr}"  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
         if callee is None or callee.startswith("torch."):
             return
         parts = dotted(func) or ()
