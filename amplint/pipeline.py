@@ -336,7 +336,7 @@ def _users_of(index, summaries) -> _HelperUsers | None:
     return _HelperUsers(index, names)
 
 
-CALL_WORDS = re.compile(r"save|ckpt|checkpoint|state|scaler|autocast|amp|precision|backward|clip|optimi[sz]er_step|step_optim", re.I)
+CALL_WORDS = re.compile(r"save|ckpt|checkpoint|(?<!load_)state|scaler|autocast|amp|precision|backward|clip|optimi[sz]er_step|step_optim", re.I)
 
 
 def _calls_out(index, r: FileResult) -> bool:
