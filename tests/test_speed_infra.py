@@ -139,6 +139,32 @@ def test_corrupt_cache_file_is_ignored(proj, tmp_path, counted):
     assert len(counted) == len(files) and any(r.diagnostics for r in again)
 
 
+def test_cache_of_another_summary_layout_is_dropped(proj, tmp_path, counted):
+    """A cache written by a build whose summaries had other fields (same version string,
+    a developer's checkout) is not read back into this build's summaries: it is dropped and
+    every file analysed again."""
+    from amplint.model.summary import FuncSummary
+
+    files = _files(proj)
+    cdir = str(tmp_path / "cache")
+    c = Cache(cdir, str(proj), "fp")
+    runner.run(files, c, jobs=1)
+    class Stale:  # pickles as a FuncSummary whose state has fewer fields than this build's
+        def __reduce__(self):
+            return (object.__new__, (FuncSummary,), ("f", ["x"], False))
+
+    stale = Stale()
+    with pytest.raises(ValueError):
+        pickle.loads(pickle.dumps(stale))
+    data = pickle.loads(Path(c.path).read_bytes())
+    first = next(iter(data))
+    data[first] = (*data[first][:3], stale)
+    Path(c.path).write_bytes(pickle.dumps(data))
+    counted.clear()
+    again = runner.run(files, Cache(cdir, str(proj), "fp"), jobs=1)
+    assert len(counted) == len(files) and any(r.diagnostics for r in again)
+
+
 def test_cli_no_cache_writes_nothing_and_cache_dir_options(proj):
     base = amplint("--no-cache", ".", cwd=proj)
     assert base.returncode == 1 and "AMP001" in base.stdout

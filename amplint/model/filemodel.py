@@ -58,6 +58,7 @@ class FileModel:
         self.masked = False  # parsed with definitions left out (amplint.parse)
         self._index = None  # the project index (amplint.model.index), set by the engine or made lazily
         self._status: dict[Key, str] = {}
+        self._attr_classes: dict[str, dict[str, str]] = {}  # class -> self.<attr> made once by a project class
         self._seq = 0
         self.mentions_torch_amp = any(
             t in source for t in ("GradScaler", "autocast", "torch.amp", "cuda.amp", "cpu.amp", "import amp")
@@ -199,7 +200,7 @@ class FileModel:
             g = g.parent
         if g is None:
             return None
-        memo = self.__dict__.setdefault("_attr_classes", {})
+        memo = self._attr_classes
         if g.cls.qualname not in memo:
             memo[g.cls.qualname] = attr_classes(g.cls.node, self.module_scope)
         return memo[g.cls.qualname].get(node.attr)

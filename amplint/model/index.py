@@ -170,16 +170,19 @@ class ProjectIndex:
         ``self.<attr>`` and defines ``state_dict()``."""
         out = []
         for attr, q in fact.wrappers:
-            if attr in out or attr in fact.scaler_attrs:
-                continue
-            if q in WRAPPER_CLASSES:
-                out.append(attr)
-                continue
-            hit = self.resolve_class(path, q)
-            wrapped = self.summary(hit[0]).classes.get(hit[1]) if hit is not None else None
-            if wrapped is not None and wrapped.scaler_attrs and "state_dict" in wrapped.methods:
+            if attr not in out and attr not in fact.scaler_attrs and self.is_scaler_wrapper(path, q):
                 out.append(attr)
         return out
+
+    def is_scaler_wrapper(self, path: str, q: str) -> bool:
+        """Is ``q`` (qualified in ``path``) a loss-scaler wrapper class, whose state is its
+        GradScaler's: timm's ``NativeScaler``, or a project class that builds an enabled
+        GradScaler in ``self.<attr>`` and defines ``state_dict()``?"""
+        if q in WRAPPER_CLASSES:
+            return True
+        hit = self.resolve_class(path, q)
+        wrapped = self.summary(hit[0]).classes.get(hit[1]) if hit is not None else None
+        return wrapped is not None and bool(wrapped.scaler_attrs) and "state_dict" in wrapped.methods
 
     def scaled_base_files(self) -> set[str]:
         """The files defining a base class of some scaler-holding project class."""

@@ -532,17 +532,17 @@ class _Summariser:
         if inner is not None:
             self._inline(n, inner)
             return
-        callee = q
+        callee, of_attr = q, False
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.self_name:
             callee = "self." + func.attr
         elif (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name)
               and func.value.value.id == self.self_name and self.attrs is not None
               and func.value.attr in (made := self.attrs(self.cls))):
-            callee = f"{made[func.value.attr]}.{func.attr}"  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
+            callee, of_attr = f"{made[func.value.attr]}.{func.attr}", True  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
         if callee is None or callee.startswith("torch."):
             return
         parts = dotted(func) or ()
-        if len(parts) > 1 and not callee.startswith("self.") and parts[0] not in self.scope and callee is q:
+        if len(parts) > 1 and not callee.startswith("self.") and not of_attr and parts[0] not in self.scope:
             made = self.instances.get(parts[0]) if len(parts) == 2 else None
             if made is None:
                 return  # a method of a local object: nothing the index can resolve

@@ -4,7 +4,7 @@ import ast
 import re
 
 from amplint.fspath import absolute
-from amplint.model.names import WRAPPER_CLASSES, dotted, literal_dict, qualify, state_owner
+from amplint.model.names import dotted, literal_dict, qualify, state_owner
 
 from amplint.model import CERTAIN, LIKELY
 from amplint.rules import Invalid, Rule
@@ -1045,6 +1045,8 @@ def _wrapper_keys(model) -> list:
     treats them as scalers (they have no ``update()`` of their own to check)."""
     index = model.index
     out = []
+    if not hasattr(index, "is_scaler_wrapper"):
+        return out
     for key, assigns in model.assigns.items():
         if key[0] not in ("L", "A", "G"):
             continue
@@ -1053,17 +1055,8 @@ def _wrapper_keys(model) -> list:
             continue
         if not all("Scaler" in ((dotted(a.value.func) or [""])[-1]) for a in calls):
             continue  # a class named for what it is (NativeScaler, ...WithGradNormCount): resolve only those
-        for a in calls:
-            q = qualify(a.value.func, a.func.scopes())
-            if q is None or q.startswith("torch."):
-                break
-            if q in WRAPPER_CLASSES:
-                continue
-            hit = index.resolve_class(model.path, q) if hasattr(index, "resolve_class") else None
-            fact = index.summary(hit[0]).classes.get(hit[1]) if hit is not None else None
-            if fact is None or not fact.scaler_attrs or "state_dict" not in fact.methods:
-                break
-        else:
+        qs = [qualify(a.value.func, a.func.scopes()) for a in calls]
+        if all(q is not None and not q.startswith("torch.") and index.is_scaler_wrapper(model.path, q) for q in qs):
             out.append(key)
     return out
 
