@@ -62,6 +62,33 @@ class Cache:
         self.entries[absolute(path)] = (mtime_ns, size, digest, result)
         self.dirty = True
 
+    # ------------------------------------------------------------------ project mode
+    # Phase 2 (the project index and the files re-analysed with it) depends on every file of
+    # the project and on which of them are reported: keyed by both, its results are kept as
+    # one entry, so a run in which no file changed skips it.
+    _PROJECT = "\0project"
+
+    def project_key(self, files: list[str], others: list[str], results: list, paths: list[str]) -> str | None:
+        """The key of phase 2 for this run, or None when a file's content is not known by its
+        digest (unreadable, timed out, an internal error: not cached)."""
+        h = blake2b(digest_size=16)
+        h.update(repr((len(files), list(paths))).encode())
+        for p, r in zip([*files, *others], results):
+            e = self.entries.get(absolute(p))
+            if e is None or e[3] is not r:
+                return None
+            h.update(f"{p}\0{e[2]}\n".encode())
+        return h.hexdigest()
+
+    def project_results(self, key: str):
+        """``[(position, FileResult)]``: the reported files phase 2 re-analysed, as stored under ``key``."""
+        e = self.entries.get(self._PROJECT)
+        return e[1] if e is not None and e[0] == key else None
+
+    def store_project(self, key: str, changed: list) -> None:
+        self.entries[self._PROJECT] = (key, changed)
+        self.dirty = True
+
     def save(self) -> None:
         if not self.dirty:
             return

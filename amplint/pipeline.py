@@ -194,8 +194,26 @@ def _analyse(files: list[str], opts: Options, settings: Settings, enabled: set[s
     # sub-folder), on the rest of the project too: the index covers the project either way
     others = _rest_of_project(paths, files, settings, _cache_dir(opts, settings))
     results = run(files + others, cache, opts.jobs, timeout=timeout, target_torch_version=settings.target_torch_version,
-                  rule_codes=enabled)
-    return project_pass(results[: len(files)], results[len(files):], paths, settings, enabled)
+                  rule_codes=enabled, save=False)
+    try:
+        return _project_phase(files, others, results, paths, settings, enabled, cache)
+    finally:
+        if cache is not None:
+            cache.save()
+
+
+def _project_phase(files, others, results, paths, settings, enabled, cache) -> list[FileResult]:
+    key = cache.project_key(files, others, results, paths) if cache is not None else None
+    done = cache.project_results(key) if key is not None else None
+    if done is not None:  # nothing in the project changed: phase 2's findings as they were
+        out = results[: len(files)]
+        for i, r in done:
+            out[i] = r
+        return out
+    out = project_pass(results[: len(files)], results[len(files):], paths, settings, enabled)
+    if key is not None:
+        cache.store_project(key, [(i, r) for i, r in enumerate(out) if r is not results[i]])
+    return out
 
 
 def _cache_dir(opts: Options, settings: Settings) -> str | None:

@@ -170,10 +170,10 @@ def _isolated(items, timeout, ctx) -> list:
 
 
 def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout: float | None = DEFAULT_PER_FILE_TIMEOUT,
-        target_torch_version: str | None = None, rule_codes=None) -> list[FileResult]:
+        target_torch_version: str | None = None, rule_codes=None, save: bool = True) -> list[FileResult]:
     """Every file's result, in order. ``target_torch_version`` and ``rule_codes`` (the rules
     to run; None: all): configure the engine with them before analysing anything (not at all
-    when every file is a cache hit)."""
+    when every file is a cache hit). ``save``: write the cache at the end (else the caller does)."""
     results: dict[str, FileResult] = {}
     todo: list[tuple[str, str | None]] = []
     for p in files:
@@ -228,6 +228,6 @@ def run(files: list[str], cache: Cache | None, jobs: int | None = None, timeout:
             if not any(e.internal or e.code == "AMP901" for e in result.errors):
                 cache.store(path, stat[0], stat[1], digest, result)
         results[path] = result
-    if cache is not None:
+    if cache is not None and save:
         cache.save()
     return [results[p] for p in files]

@@ -230,3 +230,35 @@ def test_repository_root_with_init_and_setup_py_is_the_project_root(tmp_path):
     })
     assert _codes(repo) == {("pkg/sub.py", "AMP002")}
     assert _codes(repo, "pkg/sub.py") == {("pkg/sub.py", "AMP002")}
+
+
+def _cached(root, *paths):
+    p = run_amplint("check", "--preview", "--exit-zero", "--output-format", "json", *(paths or (".",)), cwd=root)
+    assert p.returncode == 0, p.stderr
+    return {(os.path.relpath(os.path.join(root, d["filename"]), root).replace(os.sep, "/"), d["location"]["row"], d["code"])
+            for d in json.loads(p.stdout)}
+
+
+def test_warm_run_keeps_the_project_verdict_and_sees_a_helper_change(tmp_path):
+    """Phase 2 is cached with the run (keyed by every project file's content and the files
+    reported): a warm run gives the cold verdict, and an edit to a helper module changes the
+    verdict on the unchanged file that calls it."""
+    import shutil
+
+    root = tmp_path / "trainer_pkg"
+    shutil.copytree(PROJECTS / "trainer_pkg", root)
+    expected = {(p, r, c) for p, r, c in _expected("trainer_pkg")}
+    assert _cached(root) == expected  # cold: fills the cache
+    assert (root / ".amplint_cache").is_dir()
+    assert _cached(root) == expected  # warm
+    ck = root / "trainer" / "checkpoint.py"
+    ck.write_text(ck.read_text().replace("def save_state(state, path):\n    _write(state, path)",
+                                         "def save_state(state, path):\n    print(sorted(state), path)"))
+    after = expected - {("trainer/engine.py", 38, "AMP301")}
+    assert after != expected
+    assert _cached(root) == after
+    assert _cached(root) == after
+    assert _cached(root, "trainer/engine.py") == after  # other files reported: a key of its own
+    ck.write_text((PROJECTS / "trainer_pkg" / "trainer" / "checkpoint.py").read_text())
+    assert _cached(root, "trainer/engine.py") == expected
+    assert _cached(root) == expected
