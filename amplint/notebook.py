@@ -332,7 +332,7 @@ def virtual_text(text: str, path: str) -> str:
     return nb.virtual if nb is not None else ""
 
 
-def analyze_notebook_bytes(data: bytes, path: str) -> FileResult:
+def analyze_notebook_bytes(data: bytes, path: str, index=None) -> FileResult:
     from amplint.analyze import analyze_text
     from amplint.screen import may_contain_amp
     from amplint.source import SourceError, decode
@@ -346,7 +346,7 @@ def analyze_notebook_bytes(data: bytes, path: str) -> FileResult:
         return FileResult(path, errors=[FileError("E902", str(exc))])
     if nb is None or not may_contain_amp(nb.virtual.encode("utf-8", "surrogatepass")):
         return FileResult(path)  # not Python, or the tokens were only in outputs/markdown
-    return analyze_text(nb.virtual, path)
+    return analyze_text(nb.virtual, path, index=index)
 
 
 # ----------------------------------------------------------------------------- reporting

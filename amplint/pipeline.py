@@ -257,6 +257,8 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     index = ProjectIndex(roots, [r.path for r in everything], summaries)
     index.restores_optimizer = any(getattr(r, "restores", True) for r in everything)
     index.scaler_state_files = {absolute(r.path) for r in everything if getattr(r, "scaler_state", True)}
+    index.restoring_files = {absolute(r.path) for r in everything if getattr(r, "restores", True)}
+    index.project_files = [absolute(r.path) for r in everything]
     wanted = _users_of(index, summaries)
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
@@ -273,7 +275,8 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, subclassers))  # screened out, may subclass a base that calls it under autocast
         elif r.summary is not None and not r.errors and (
-            _calls_out(index, r) or (not index.restores_optimizer and any(d.code == "AMP301" for d in r.diagnostics))
+            _calls_out(index, r) or (any(d.code == "AMP301" for d in r.diagnostics) and (
+                not index.restores_optimizer or index.script_restores(r.path) is False))  # a script that never resumes
             or any(fact.injected for fact in r.summary.classes.values())  # a class handed its scaler (AMP301)
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes
             _configure_engine(settings, enabled)
@@ -384,8 +387,17 @@ def _reanalyse(r: FileResult, index, only_if=None) -> FileResult:
     from amplint.analyze import analyze_text
     from amplint.source import SourceError, read_source
 
-    if r.path.endswith(".ipynb"):
-        return r
+    if r.path.endswith(".ipynb"):  # the code cells, joined, with the index
+        from amplint.notebook import analyze_notebook_bytes
+
+        try:
+            with open(r.path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return r
+        if only_if is not None and only_if.search(data) is None:
+            return r
+        return analyze_notebook_bytes(data, r.path, index=index)
     try:
         src = read_source(r.path)
     except SourceError:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 
 from amplint.fspath import absolute
 from amplint.model.names import WRAPPER_CLASSES
-from amplint.model.summary import FileSummary, FuncSummary, SaveFact, summarise
+from amplint.model.summary import MODULE, FileSummary, FuncSummary, SaveFact, summarise
 
 MAX_DEPTH = 4
 
@@ -59,6 +60,10 @@ def module_name(path: str, roots: list[str]) -> str | None:
     return None
 
 
+# ``from X import a, b`` / ``import X``, anywhere (in functions too; in a notebook's JSON too)
+_IMPORTED = re.compile(rb"\bfrom\s+(\.*[\w.]*)\s+import\s+\(?\s*([\w]+(?:\s*,\s*\w+)*)|\bimport\s+([\w.]+)")
+
+
 class ProjectIndex:
     def __init__(self, roots: list[str], files: list[str], summaries: dict[str, FileSummary] | None = None,
                  texts: dict[str, str] | None = None):
@@ -82,6 +87,11 @@ class ProjectIndex:
         self.restores_optimizer: bool | None = None
         # absolute paths of the files that may save or load a scaler state (project mode only)
         self.scaler_state_files: set[str] | None = None
+        # absolute paths of the files that may restore an optimizer state, and of every file of
+        # the project (project mode only): which scripts can resume (script_restores)
+        self.restoring_files: set[str] | None = None
+        self.project_files: list[str] = []
+        self._script_restores: dict[str, bool | None] = {}
         self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
         self._siblings: dict[tuple[str, tuple[str, ...]], tuple[str, int] | None] = {}  # (dir, import) -> module beside/above
 
@@ -113,6 +123,107 @@ class ProjectIndex:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         return summarise(tree, source=text, dropped=dropped)
+
+    # ------------------------------------------------------------------ scripts
+    def script_restores(self, path: str) -> bool | None:
+        """Can the process that runs ``path`` restore an optimizer state? ``path`` is a script
+        (a notebook, or a module no project file imports): what runs with it is the file and
+        the project modules it imports, directly or through each other (any ``import``
+        statement, in functions too). False when none of them may restore one; None when not
+        known: not a script, or an import that may be the project's does not resolve."""
+        ap = absolute(path)
+        if ap not in self._script_restores:
+            self._script_restores[ap] = self._closure_restores(ap) if self.restoring_files is not None else None
+        return self._script_restores[ap]
+
+    def _closure_restores(self, ap: str) -> bool | None:
+        if not self._standalone(ap):
+            return None
+        todo, seen = [ap], {ap}
+        while todo:
+            p = todo.pop()
+            if p in self.restoring_files:
+                return True
+            try:
+                with open(p, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                return None
+            for m in _IMPORTED.finditer(data):
+                first = (m.group(1) or m.group(3)).decode("ascii", "replace")
+                names = [first]
+                if m.group(2):  # from X import a, b: X.a may be a module
+                    sep = "" if first.endswith(".") else "."
+                    names += [first + sep + a.strip() for a in m.group(2).decode("ascii", "replace").split(",") if a.strip()]
+                for mod in names:
+                    if mod != "." * len(mod):
+                        mod = mod.rstrip(".")
+                    hit, local = self._module_file(p, mod)
+                    if hit is None:
+                        if local:
+                            return None  # the project's own module, not found: unknown
+                        continue
+                    if hit not in seen:
+                        seen.add(hit)
+                        todo.append(hit)
+        return False
+
+    def _module_file(self, ap: str, mod: str) -> tuple[str | None, bool]:
+        """The project file module ``mod`` (as imported in ``ap``) is, and whether an
+        unresolved name may still be the project's (relative, or a top-level package or a
+        module beside the file of that name)."""
+        if mod.startswith("."):
+            full = self._absolute(ap, mod)
+            if full is None:
+                return None, True
+            mod = full
+        if not mod:
+            return None, False
+        hit = self.by_module.get(mod)
+        if hit is not None:
+            return hit, True
+        parts = mod.split(".")
+        sib = self._sibling_module(ap, os.path.dirname(ap), [*parts, "_"])
+        if sib is not None and sib[1] == len(parts):
+            return sib[0], True
+        head = parts[0]
+        d = os.path.dirname(ap)
+        local = head in self._heads or os.path.exists(os.path.join(d, head + ".py")) or os.path.isdir(os.path.join(d, head))
+        if local and len(parts) > 1:  # from pkg import name: pkg itself (its __init__) is the module
+            return self._module_file(ap, ".".join(parts[:-1]))
+        return None, local
+
+    def _standalone(self, ap: str) -> bool:
+        """A notebook, or a ``.py`` file whose top level runs its own functions or classes
+        (``if __name__ == "__main__": main()``) or trains or saves there (a script written at top level) and
+        whose module name no other project file mentions (as a whole word, anywhere: an
+        import, ``importlib``, a comment): nothing imports it, so it runs as a script."""
+        if ap.endswith(".ipynb"):
+            return True
+        stem = os.path.splitext(os.path.basename(ap))[0]
+        if stem == "__init__" or not stem.isidentifier():
+            return False
+        summ = self.summary(ap)
+        top = summ.functions.get(MODULE) if summ is not None else None
+        if top is None:
+            return False
+        own = {q for q in summ.functions if "." not in q and not q.startswith("<")} | set(summ.inert) | {
+            q for q in summ.classes if "." not in q}
+        if not (top.backward or top.saves or top.scaler_ops or any(c.callee.split(".", 1)[0] in own for c in top.calls)):
+            return False  # its top level runs none of its own code: a library module
+        key = stem.encode()
+        word = re.compile(rb"\b" + re.escape(key) + rb"\b")
+        for f in self.project_files:
+            if f == ap:
+                continue
+            try:
+                with open(f, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            if key in data and word.search(data):
+                return False
+        return True
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:

@@ -71,7 +71,12 @@ scalers handed to a checkpoint helper (`Checkpointer(..., scaler=scaler)`), and 
 checkpoint of a project none of whose files restores an optimizer state
 (`optimizer.load_state_dict(...)`): nothing resumes from it, so the scaler state would never
 be read. Nor is one saved by a class that reads its checkpoints back itself (a method
-calling `torch.load`) in a file that restores no optimizer state. In a project that
+calling `torch.load`) in a file that restores no optimizer state, nor one written by a
+script that nothing it runs can resume: a notebook, or a file that no other project file
+names and whose top level trains, saves or calls its own code, when neither it nor any
+project module it imports (directly or through others, in any `import` statement) may
+restore an optimizer state; a research repository's `train_v2.py` that only keeps its
+best weights is not judged by the `--resume` of its sibling `train_v3.py`. In a project that
 resumes, a checkpoint written once after the training loop of
 the same function is still taken for an export of the trained model; a periodic save, a
 save helper or method makes it a training checkpoint. A file checked outside a project is
@@ -693,7 +698,7 @@ class Trainer:
     def _framework_checkpoints(self, model, keys, saved):
         """fvcore/detectron2 checkpointers: the scaler left out of the checkpointables, or a
         detectron2 trainer whose ``state_dict()`` cannot hold it."""
-        if getattr(model.index, "restores_optimizer", None) is False:
+        if getattr(model.index, "restores_optimizer", None) is False or _script_never_resumes(model):
             return
         yield from self._fvcore_checkpointer(model, keys, saved)
         yield from self._d2_trainer(model, keys, saved)
@@ -975,6 +980,8 @@ def _resumable(model, c) -> bool:
     checkpoint."""
     if getattr(model.index, "restores_optimizer", None) is False:
         return False  # nothing in the project resumes from an optimizer state
+    if _script_never_resumes(model):
+        return False
     if _own_load_drops_optimizer(model, c.func):
         return False
     if c.ctx.loops:
@@ -984,6 +991,14 @@ def _resumable(model, c) -> bool:
     if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
         return True
     return getattr(model.index, "restores_optimizer", None) is not False
+
+
+def _script_never_resumes(model) -> bool:
+    """The file is a script (a notebook, or a module no other project file names), and
+    neither it nor any project module it imports may restore an optimizer state: a run of it
+    never resumes, whatever other scripts of the project do (project mode only)."""
+    query = getattr(model.index, "script_restores", None)
+    return query is not None and query(model.path) is False
 
 
 _LOAD_CALL = re.compile(r"load\w*\s*\(", re.IGNORECASE)
