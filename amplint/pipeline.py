@@ -259,6 +259,9 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     index.scaler_state_files = {absolute(r.path) for r in everything if getattr(r, "scaler_state", True)}
     index.restoring_files = {absolute(r.path) for r in everything if getattr(r, "restores", True)}
     index.project_files = [absolute(r.path) for r in everything]
+    if index.restores_optimizer:  # the scripts AMP301 may ask about: one read of the project for all
+        index.mentioned([os.path.splitext(os.path.basename(r.path))[0] for r in results
+                         if r.path.endswith(".py") and any(d.code == "AMP301" for d in r.diagnostics)])
     wanted = _users_of(index, summaries)
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None

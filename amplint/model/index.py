@@ -92,6 +92,7 @@ class ProjectIndex:
         self.restoring_files: set[str] | None = None
         self.project_files: list[str] = []
         self._script_restores: dict[str, bool | None] = {}
+        self._mentions: dict[str, set[str]] = {}  # module stem -> project files naming it
         self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
         self._siblings: dict[tuple[str, tuple[str, ...]], tuple[str, int] | None] = {}  # (dir, import) -> module beside/above
 
@@ -211,19 +212,27 @@ class ProjectIndex:
             q for q in summ.classes if "." not in q}
         if not (top.backward or top.saves or top.scaler_ops or any(c.callee.split(".", 1)[0] in own for c in top.calls)):
             return False  # its top level runs none of its own code: a library module
-        key = stem.encode()
-        word = re.compile(rb"\b" + re.escape(key) + rb"\b")
-        for f in self.project_files:
-            if f == ap:
-                continue
-            try:
-                with open(f, "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                continue
-            if key in data and word.search(data):
-                return False
-        return True
+        return stem not in self.mentioned([stem], ap)
+
+    def mentioned(self, stems, ap: str | None = None) -> set[str]:
+        """The ``stems`` some project file (other than ``ap``, and other than the file of that
+        name) names as a whole word: one read of each file for all of them, memoised."""
+        todo = [st for st in stems if st not in self._mentions]
+        if todo:
+            words = {st: (st.encode(), re.compile(rb"\b" + re.escape(st.encode()) + rb"\b")) for st in todo}
+            found: dict[str, set[str]] = {st: set() for st in todo}
+            for f in self.project_files:
+                try:
+                    with open(f, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                for st, (key, word) in words.items():
+                    if key in data and word.search(data):
+                        found[st].add(f)
+            for st in todo:
+                self._mentions[st] = found[st]
+        return {st for st in stems if self._mentions[st] - {ap}}
 
     # ------------------------------------------------------------------ resolution
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
