@@ -215,8 +215,8 @@ class ProjectIndex:
         return stem not in self.mentioned([stem], ap)
 
     def mentioned(self, stems, ap: str | None = None) -> set[str]:
-        """The ``stems`` some project file (other than ``ap``, and other than the file of that
-        name) names as a whole word: one read of each file for all of them, memoised."""
+        """The ``stems`` some project file other than ``ap`` names as a whole word: one read
+        of each project file for all the stems not asked about before, memoised per stem."""
         todo = [st for st in stems if st not in self._mentions]
         if todo:
             words = {st: (st.encode(), re.compile(rb"\b" + re.escape(st.encode()) + rb"\b")) for st in todo}
