@@ -281,6 +281,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
             _calls_out(index, r) or (any(d.code == "AMP301" for d in r.diagnostics) and (
                 not index.restores_optimizer or index.script_restores(r.path) is False))  # a script that never resumes
             or any(fact.injected for fact in r.summary.classes.values())  # a class handed its scaler (AMP301)
+            or _returns_own_state(r.summary)  # a class whose state_dict() leaves out its scaler (AMP301)
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))
@@ -383,6 +384,21 @@ def _calls_out(index, r: FileResult) -> bool:
             ops = index.facts(*hit).self_ops
             if any("load" in ops.get(f"self.{a}", ()) for a in fact.scaler_attrs):
                 return True  # the base's __init__ restores a scaler this class builds again (AMP302)
+    return False
+
+
+def _returns_own_state(summary) -> bool:
+    """Does a class of the file build a GradScaler in ``self.<attr>`` and have a method that
+    returns ``self.<optimizer>.state_dict()`` in a dict with nothing scaler-like? AMP301 asks
+    the project whether another file may keep that scaler's state."""
+    for q, fact in summary.classes.items():
+        if not fact.scaler_attrs:
+            continue
+        for name in fact.methods:
+            f = summary.function(f"{q}.{name}")
+            st = f.returns_state if f is not None else None
+            if st is not None and st.has_opt and not st.has_scaler and any(p.startswith("self.") for p in st.opt_params):
+                return True
     return False
 
 

@@ -37,6 +37,14 @@ in a dict a project helper returns (`state = make_state(model, optimizer, epoch)
 a base class that a subclass in another module inherits while it trains with
 `self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
 
+A class that trains with `self.<scaler>` and checkpoints itself through a pair of methods
+counts too (project mode): one returns a dict holding `self.optimizer.state_dict()` and nothing
+scaler-like (`state_dict()`, `save()`; a literal, or a local dict filled key by key), another
+restores `self.optimizer.load_state_dict(...)` from its argument. Whoever writes that dict to
+disk (a mixin's `save`, an engine in another module), the resume restores the optimizer and not
+the loss scale. Silent when the dict is handed to other code before the return, or when another
+file of the project may save or load a scaler state (`trainer.scaler.state_dict()` in a caller).
+
 In project mode, a class handed its scaler (`self.scaler = scaler` from a parameter) that
 trains with it (`scale`/`step`/`update`) counts too, when no other file of the project saves
 or loads a scaler state (a caller's `trainer.scaler.state_dict()` would keep it).
@@ -634,6 +642,7 @@ class Trainer:
         saved = {e.scaler for e in model.events("scaler_state")}
         yield from self._through_helpers(model, keys, saved)
         yield from self._framework_checkpoints(model, keys, saved)
+        yield from self._round_trip(model, keys, saved)
         saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
         if not saves:
             return
@@ -790,6 +799,39 @@ class Trainer:
                     f"inherits `{c.func.name}()` and trains with `self.{attrs[0]}`; a resumed run restarts the loss "
                     f"scale at 65536 and skips steps while it re-learns it; save and load `self.{attrs[0]}.state_dict()` too",
                     None, c.stmt,
+                )
+                break
+
+    def _round_trip(self, model, keys, saved):
+        """A class that trains with ``self.<scaler>`` and checkpoints itself through a pair of
+        methods: one returns a dict holding ``self.<optimizer>.state_dict()`` and nothing
+        scaler-like (``state_dict()``, ``save()``), another restores the optimizer from its
+        argument (``self.optimizer.load_state_dict(state["optim"])``). Whoever writes that
+        dict to disk (a mixin's ``save``, an engine), the resume restores the optimizer and
+        not the scale. Project mode only, and only when no other file of the project may
+        save or load a scaler state (a caller's ``trainer.scaler.state_dict()`` would keep it)."""
+        files = getattr(model.index, "scaler_state_files", None)
+        if files is None or files - {absolute(model.path)} or _script_never_resumes(model):
+            return
+        for qual, info in model.classes.items():
+            own = [k for k in keys if k[0] == "A" and k[1] == qual and k not in saved]
+            if not own or not isinstance(info.node, ast.ClassDef) or any(self._registered(model, k) for k in own):
+                continue
+            funcs = {id(f.node): f for f in model.funcs if f.cls is info}
+            methods = [(m, funcs.get(id(m))) for m in info.node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            if not any(f is not None and _restores_own_optimizer(model, m, f) for m, f in methods):
+                continue
+            for m, f in methods:
+                ret = _returned_checkpoint(model, m, f) if f is not None else None
+                if ret is None:
+                    continue
+                name = str(own[0][-1])
+                yield self.diagnostic(
+                    model, ret,
+                    f"`{m.name}()` returns the optimizer state but not `self.{name}.state_dict()`, and the class "
+                    f"restores its optimizer from that dict: a resumed run restarts the loss scale at 65536 and "
+                    f"skips steps while it re-learns it; save and load the scaler state too",
+                    None, ret,
                 )
                 break
 
@@ -1023,6 +1065,62 @@ def _own_load_drops_optimizer(model, f) -> bool:
                 if isinstance(n, ast.Call) and qualify(n.func, [model.module_scope]) == "torch.load":
                     return True
     return False
+
+
+def _restores_own_optimizer(model, m, f) -> bool:
+    """Does method ``m`` restore ``self.<optimizer>`` from data it was given
+    (``self.optimizer.load_state_dict(state["optim"])``)?"""
+    for n in _own_nodes(m):
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load_state_dict"
+                and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name)
+                and n.func.value.value.id == f.self_name and model.is_optimizer(n.func.value, f)):
+            return True
+    return False
+
+
+def _returned_checkpoint(model, m, f):
+    """The ``return`` of method ``m`` that hands back a checkpoint dict of the object: a dict
+    literal, or a local dict filled key by key (``d = {}; d["optimizer"] = ...; return d``),
+    holding ``self.<optimizer>.state_dict()`` and nothing scaler-like. None when the method
+    returns anything else, or the dict is handed to other code or updated from something
+    not read."""
+    dicts: dict[str, list] = {}
+    rets = []
+    for n in sorted(_own_nodes(m), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1:
+            t = n.targets[0]
+            if isinstance(t, ast.Name) and literal_dict(n.value) is not None:
+                dicts[t.id] = list(literal_dict(n.value).values)
+                continue
+            if isinstance(t, ast.Name) and t.id in dicts:
+                dicts.pop(t.id)  # rebound to something else
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in dicts:
+                dicts[t.value.id].append(n.value)
+                dicts[t.value.id].append(t.slice)
+        elif isinstance(n, ast.Call):
+            for a in [*n.args, *(k.value for k in n.keywords)]:
+                if isinstance(a, ast.Name) and a.id in dicts:
+                    dicts[a.id] = None  # handed to other code: what it adds is unknown
+            fn = n.func
+            if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id in dicts and dicts[fn.value.id] is not None:
+                d = literal_dict(n.args[0]) if fn.attr == "update" and len(n.args) == 1 and not n.keywords else None
+                dicts[fn.value.id] = None if d is None else [*dicts[fn.value.id], *d.values, *d.keys]
+        elif isinstance(n, ast.Return) and n.value is not None:
+            rets.append(n)
+    for r in rets:
+        v = r.value
+        if literal_dict(v) is not None:
+            values = [*literal_dict(v).values, *(k for k in literal_dict(v).keys if k is not None)]
+        elif isinstance(v, ast.Name) and dicts.get(v.id) is not None:
+            values = dicts[v.id]
+        else:
+            continue
+        if any(re.search(r"scal", ast.unparse(x), re.I) for x in values if x is not None):
+            return None
+        if any(isinstance(x, ast.Call) and (b := state_owner(x)) is not None and isinstance(b, ast.Attribute)
+               and isinstance(b.value, ast.Name) and b.value.id == f.self_name and model.is_optimizer(b, f) for x in values):
+            return r
+    return None
 
 
 _TRAINING_OPS = {"scale", "step", "update", "unscale", "update_value"}
