@@ -378,6 +378,9 @@ def _calls_out(index, r: FileResult) -> bool:
     for q, fact in r.summary.classes.items():
         if not fact.bases:
             continue
+        if any(fact.methods) and index.inherited_scaler_attrs(r.path, q) and any(
+                (f := r.summary.function(f"{q}.{m}")) is not None and f.saves for m in fact.methods):
+            return True  # a subclass saving checkpoints while a base class builds the scaler (AMP301)
         if index.inherited_autocast_calls(r.path, q):
             return True  # a base class in another file calls one of its methods under autocast (AMP002)
         if fact.scaler_attrs and "__init__" in fact.methods and (hit := index.base_init(r.path, q)) is not None and hit[0] != me:

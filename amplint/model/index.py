@@ -267,6 +267,38 @@ class ProjectIndex:
                         self._climb(sp, q, fact, (sp, q, attrs), set(fact.methods), 0)
         return self._subclasses
 
+    def inherited_scaler_attrs(self, path: str, cls: str) -> list[tuple[str, str, str]]:
+        """``(attr, base path, base qualname)`` for each ``self.<attr>`` that a project base
+        class of class ``cls`` of ``path`` (directly or through others, depth 4) builds as an
+        enabled GradScaler or a loss-scaler wrapper, and that ``cls`` does not build itself.
+        An attribute whose state some class of that chain saves or loads is left out."""
+        s = self.summary(path)
+        fact = s.classes.get(cls) if s is not None else None
+        if fact is None or not fact.bases:
+            return []
+        out: list[tuple[str, str, str]] = []
+        states = set(fact.states)
+        own = set(fact.scaler_attrs)
+        seen: set[tuple[str, str]] = set()
+
+        def climb(p, f, depth):
+            if depth > 4:
+                return
+            for b in f.bases:
+                hit = self.resolve_class(p, b)
+                if hit is None or hit in seen:
+                    continue
+                seen.add(hit)
+                base = self.summary(hit[0]).classes[hit[1]]
+                states.update(base.states)
+                for a in (*base.scaler_attrs, *self.wrapper_attrs(hit[0], base)):
+                    if a not in own and all(a != x[0] for x in out):
+                        out.append((a, hit[0], hit[1]))
+                climb(hit[0], base, depth + 1)
+
+        climb(path, fact, 0)
+        return [x for x in out if x[0] not in states]
+
     def base_init(self, path: str, cls: str) -> tuple[str, FuncSummary] | None:
         """``(path, FuncSummary)`` of the ``__init__`` that ``super().__init__`` runs for class
         ``cls`` of ``path``: that of its single base, or of the nearest single base above it

@@ -37,6 +37,10 @@ in a dict a project helper returns (`state = make_state(model, optimizer, epoch)
 a base class that a subclass in another module inherits while it trains with
 `self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
 
+A subclass whose scaler a project base class builds (`class Trainer(BaseTrainer)`, with
+`self.scaler = GradScaler(...)` in `BaseTrainer.__init__`, in another module too) is judged by
+the same checkpoint rules, unless a class of that chain saves or loads the scaler's state.
+
 A class that trains with `self.<scaler>` and checkpoints itself through a pair of methods
 counts too (project mode): one returns a dict holding `self.optimizer.state_dict()` and nothing
 scaler-like (`state_dict()`, `save()`; a literal, or a local dict filled key by key), another
@@ -637,6 +641,7 @@ class Trainer:
         keys = [k for k in model.scaler_keys() if model.scaler_status(k) == CERTAIN and not scaler_disabled(model, k) and _trains(model, k)]
         keys += [k for k in _wrapper_keys(model) if k not in keys]
         keys += [k for k in _injected_keys(model) if k not in keys]
+        keys += [k for k in _inherited_keys(model) if k not in keys]
         if not keys:
             return
         saved = {e.scaler for e in model.events("scaler_state")}
@@ -1170,6 +1175,33 @@ def _wrapper_keys(model) -> list:
             continue  # a class named for what it is (NativeScaler, ...WithGradNormCount): resolve only those
         qs = [qualify(a.value.func, a.func.scopes()) for a in calls]
         if all(q is not None and not q.startswith("torch.") and index.is_scaler_wrapper(model.path, q) for q in qs):
+            out.append(key)
+    return out
+
+
+def _inherited_keys(model) -> list:
+    """``self.<scaler>`` of a class that inherits it: a project base class (another module
+    too) builds the enabled GradScaler in its ``__init__`` and the subclass trains and saves
+    checkpoints with it (``class Trainer(BaseTrainer)``). Project mode only; an attribute
+    whose state any class of the chain saves or loads, or that this file names with
+    ``.state_dict()``/``.load_state_dict()``, is left out."""
+    index = model.index
+    query = getattr(index, "inherited_scaler_attrs", None)
+    if query is None or getattr(index, "restores_optimizer", None) is None:
+        return []
+    out = []
+    lines = None
+    for qual, info in model.classes.items():
+        if not isinstance(info.node, ast.ClassDef):
+            continue
+        for attr, _bp, _bq in query(model.path, qual):
+            key = ("A", qual, attr)
+            if key in model.assigns:
+                continue  # the class makes its own
+            lines = lines if lines is not None else model.source.splitlines()
+            body = "\n".join(lines[info.node.lineno - 1:info.node.end_lineno])
+            if re.search(rf"\b{re.escape(attr)}\s*\.\s*(?:load_)?state_dict\b", body):
+                continue  # the class handles its state
             out.append(key)
     return out
 
