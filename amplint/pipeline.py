@@ -278,8 +278,8 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index, subclassers))  # screened out, may subclass a base that calls it under autocast
         elif r.summary is not None and not r.errors and (
-            _calls_out(index, r) or (any(d.code == "AMP301" for d in r.diagnostics) and (
-                not index.restores_optimizer or index.script_restores(r.path) is False))  # a script that never resumes
+            _calls_out(index, r) or any(d.code == "AMP301" for d in r.diagnostics)  # judged again with the project:
+            # a script that never resumes, a project that never does, a scaler attribute nothing uses
             or any(fact.injected for fact in r.summary.classes.values())  # a class handed its scaler (AMP301)
             or _returns_own_state(r.summary)  # a class whose state_dict() leaves out its scaler (AMP301)
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes

@@ -37,6 +37,10 @@ in a dict a project helper returns (`state = make_state(model, optimizer, epoch)
 a base class that a subclass in another module inherits while it trains with
 `self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
 
+A scaler attribute that nothing uses is not one whose state matters (project mode): the file's
+code names `self.grad_scaler` only where it assigns it (a use left in a comment does not count)
+and no other project file calls or reads anything on it (`x.grad_scaler.scale(...)`).
+
 A subclass whose scaler a project base class builds (`class Trainer(BaseTrainer)`, with
 `self.scaler = GradScaler(...)` in `BaseTrainer.__init__`, in another module too) is judged by
 the same checkpoint rules, unless a class of that chain saves or loads the scaler's state.
@@ -1099,7 +1103,7 @@ def _returned_checkpoint(model, m, f):
                 continue
             if isinstance(t, ast.Name) and t.id in dicts:
                 dicts.pop(t.id)  # rebound to something else
-            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in dicts:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and dicts.get(t.value.id) is not None:
                 dicts[t.value.id].append(n.value)
                 dicts[t.value.id].append(t.slice)
         elif isinstance(n, ast.Call):
@@ -1138,7 +1142,9 @@ def _trains(model, key) -> bool:
     it (an abstract ``train(optimizer, scheduler, scaler)`` overridden without AMP) does not."""
     if any(e.scaler == key and e.kind in ("scale", "step", "update", "unscale", "backward") for e in model.events()):
         return True
-    if key[0] not in ("L", "G"):
+    if key[0] == "A":
+        return not _idle_attr(model, key)
+    if key[0] != "L" and key[0] != "G":
         return True
     args: set[int] = set()
     for f in model.funcs:
@@ -1154,6 +1160,26 @@ def _trains(model, key) -> bool:
             if callee.varkw or any(facts.scaler_ops.get(callee.param_at(p) or "", set()) & _TRAINING_OPS for p in positions):
                 return True
     return any(k == key and id(n) not in args for f in model.funcs for k, n, _c, _s in f.bare_uses)
+
+
+def _idle_attr(model, key) -> bool:
+    """``self.<attr> = GradScaler()`` that nothing uses: the file's code names the attribute
+    only where it assigns it (a use left in a comment does not count), and no other file of
+    the project calls or reads anything on it (``x.grad_scaler.scale(...)`` in a subclass or
+    a caller). Project mode only."""
+    index = model.index
+    if not getattr(index, "project_files", None) or not hasattr(index, "mentioned"):
+        return False
+    attr = str(key[-1])
+    word = re.compile(rf"\b{re.escape(attr)}\b")
+    assign = re.compile(rf"\.\s*{re.escape(attr)}\s*(?::[^=]*)?=(?!=)")
+    for line in model.source.splitlines():
+        if attr not in line:
+            continue
+        code = line.split("#", 1)[0]
+        if len(word.findall(code)) > len(assign.findall(code)):
+            return False  # read somewhere: it may train
+    return not index.mentioned([f"{attr}."], absolute(model.path))  # `trainer.grad_scaler.scale(...)` elsewhere
 
 
 def _wrapper_keys(model) -> list:
