@@ -265,18 +265,19 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     wanted = _users_of(index, summaries)
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
+    heirs = _ScalerHeirs.of(index, summaries) if enabled is None or "AMP301" in enabled else None
     out = []
     for r in results:
-        ap = absolute(r.path) if (bases or (r.summary is None and (wanted or subclassers))) else None
+        ap = absolute(r.path) if (bases or (r.summary is None and (wanted or subclassers or heirs))) else None
         if bases and ap in bases and not r.errors and r.path.endswith(".py"):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))  # a base class whose methods run for a subclass's scaler
-        elif r.summary is None and not r.errors and wanted is not None and r.path.endswith(".py") and wanted.may_import(ap):
+        elif r.summary is None and not r.errors and r.path.endswith(".py") and (near := [
+            x for x in (wanted, subclassers, heirs) if x is not None and x.may_import(ap)
+        ]):  # screened out, but may use a project AMP helper, subclass a base that calls it under
+            # autocast (AMP002) or subclass a base that builds the scaler (AMP301)
             _configure_engine(settings, enabled)
-            out.append(_reanalyse(r, index, wanted))  # screened out, but uses a project AMP helper
-        elif r.summary is None and not r.errors and subclassers is not None and r.path.endswith(".py") and subclassers.may_import(ap):
-            _configure_engine(settings, enabled)
-            out.append(_reanalyse(r, index, subclassers))  # screened out, may subclass a base that calls it under autocast
+            out.append(_reanalyse(r, index, _AnyOf(near)))
         elif r.summary is not None and not r.errors and (
             _calls_out(index, r) or any(d.code == "AMP301" for d in r.diagnostics)  # judged again with the project:
             # a script that never resumes, a project that never does, a scaler attribute nothing uses
@@ -288,6 +289,16 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
         else:
             out.append(r)
     return out
+
+
+class _AnyOf:
+    """Several screens of a screened-out file: it is analysed again when one of them matches."""
+
+    def __init__(self, screens):
+        self.screens = screens
+
+    def search(self, data: bytes):
+        return next((m for x in self.screens if (m := x.search(data)) is not None), None)
 
 
 class _NamesNearby:
@@ -324,6 +335,27 @@ class _AutocastSubclassers(_NamesNearby):
 
     def search(self, data: bytes):
         if b"backward" not in data:
+            return None
+        return next((w for w in self.words if w in data), None)
+
+
+class _ScalerHeirs(_NamesNearby):
+    """The project classes that build an enabled GradScaler in ``self.<attr>``: a
+    screened-out file that names one of them and takes a ``state_dict()`` may define a
+    subclass that checkpoints without the scaler it inherits (AMP301)."""
+
+    @classmethod
+    def of(cls, index, summaries) -> "_ScalerHeirs | None":
+        names, paths = set(), set()
+        for path, s in summaries.items():
+            for qual, fact in s.classes.items():
+                if fact.scaler_attrs and "." not in qual:
+                    names.add(qual)
+                    paths.add(path)
+        return cls(index, names, paths) if names else None
+
+    def search(self, data: bytes):
+        if b"state_dict" not in data:
             return None
         return next((w for w in self.words if w in data), None)
 
@@ -379,7 +411,7 @@ def _calls_out(index, r: FileResult) -> bool:
         if not fact.bases:
             continue
         if any(fact.methods) and index.inherited_scaler_attrs(r.path, q) and any(
-                (f := r.summary.function(f"{q}.{m}")) is not None and f.saves for m in fact.methods):
+                (f := r.summary.function(f"{q}.{m}")) is not None and (f.saves or f.returns_state) for m in fact.methods):
             return True  # a subclass saving checkpoints while a base class builds the scaler (AMP301)
         if index.inherited_autocast_calls(r.path, q):
             return True  # a base class in another file calls one of its methods under autocast (AMP002)

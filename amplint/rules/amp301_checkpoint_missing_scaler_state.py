@@ -50,8 +50,10 @@ counts too (project mode): one returns a dict holding `self.optimizer.state_dict
 scaler-like (`state_dict()`, `save()`; a literal, or a local dict filled key by key), another
 restores `self.optimizer.load_state_dict(...)` from its argument. Whoever writes that dict to
 disk (a mixin's `save`, an engine in another module), the resume restores the optimizer and not
-the loss scale. Silent when the dict is handed to other code before the return, or when another
-file of the project may save or load a scaler state (`trainer.scaler.state_dict()` in a caller).
+the loss scale. A subclass that replaces only the method returning the dict, and inherits the
+scaler and a `load...` method from a project base class, counts too. Silent when the dict is
+handed to other code before the return, or when another file of the project (but those of the
+base classes) may save or load a scaler state (`trainer.scaler.state_dict()` in a caller).
 
 In project mode, a class handed its scaler (`self.scaler = scaler` from a parameter) that
 trains with it (`scale`/`step`/`update`) counts too, when no other file of the project saves
@@ -817,18 +819,26 @@ class Trainer:
         scaler-like (``state_dict()``, ``save()``), another restores the optimizer from its
         argument (``self.optimizer.load_state_dict(state["optim"])``). Whoever writes that
         dict to disk (a mixin's ``save``, an engine), the resume restores the optimizer and
-        not the scale. Project mode only, and only when no other file of the project may
-        save or load a scaler state (a caller's ``trainer.scaler.state_dict()`` would keep it)."""
+        not the scale. Also for a subclass that inherits the scaler and the ``load...`` method
+        from a project base class and replaces the method that returns the dict. Project mode
+        only, and only when no other file of the project (but those of the base classes, which
+        save none of this attribute's state) may save or load a scaler state (a caller's
+        ``trainer.scaler.state_dict()`` would keep it)."""
         files = getattr(model.index, "scaler_state_files", None)
-        if files is None or files - {absolute(model.path)} or _script_never_resumes(model):
+        if files is None or _script_never_resumes(model):
             return
+        query = getattr(model.index, "inherited_scaler_attrs", None)
         for qual, info in model.classes.items():
             own = [k for k in keys if k[0] == "A" and k[1] == qual and k not in saved]
             if not own or not isinstance(info.node, ast.ClassDef) or any(self._registered(model, k) for k in own):
                 continue
-            funcs = {id(f.node): f for f in model.funcs if f.cls is info}
+            chain = {absolute(bp) for _a, bp, _q in (query(model.path, qual) if query is not None else ())}
+            if files - {absolute(model.path)} - chain:
+                continue  # another file may keep the scaler's state (the chain's own files save none of this attr's)
+            funcs = {id(f.node): f for f in (*model.funcs, *info.methods.values()) if f.cls is info}  # walked or declared
             methods = [(m, funcs.get(id(m))) for m in info.node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            if not any(f is not None and _restores_own_optimizer(model, m, f) for m, f in methods):
+            if not any(f is not None and _restores_own_optimizer(model, m, f) for m, f in methods) and not _base_restores(
+                    model, qual, {m.name for m, _f in methods}, {k[-1] for k in own}):
                 continue
             for m, f in methods:
                 ret = _returned_checkpoint(model, m, f) if f is not None else None
@@ -1083,6 +1093,26 @@ def _restores_own_optimizer(model, m, f) -> bool:
         if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load_state_dict"
                 and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name)
                 and n.func.value.value.id == f.self_name and model.is_optimizer(n.func.value, f)):
+            return True
+    return False
+
+
+def _base_restores(model, qual, defined, attrs) -> bool:
+    """For a scaler class ``qual`` inherits (``attrs``): does the project base class that
+    builds it define a ``load...`` method this class does not replace, in a file that
+    restores an optimizer state (``TorchModelPipline.load`` for a DDP subclass that
+    overrides only ``save``)?"""
+    index = model.index
+    query = getattr(index, "inherited_scaler_attrs", None)
+    restoring = getattr(index, "restoring_files", None)
+    if query is None or not restoring:
+        return False
+    for attr, bpath, bqual in query(model.path, qual):
+        if attr not in attrs or absolute(bpath) not in restoring:
+            continue
+        summ = index.summary(bpath)
+        fact = summ.classes.get(bqual) if summ is not None else None
+        if fact is not None and any(m.startswith("load") and m not in defined for m in fact.methods):
             return True
     return False
 
