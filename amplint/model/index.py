@@ -267,6 +267,23 @@ class ProjectIndex:
                         self._climb(sp, q, fact, (sp, q, attrs), set(fact.methods), 0)
         return self._subclasses
 
+    def _ancestors(self, path: str, fact, _depth: int = 0, _seen=None, _overridden=None):
+        """The project base classes of class ``fact`` (of ``path``), depth first, each once,
+        five levels up: ``((base path, base qualname), base fact, the methods the classes
+        below it define)``."""
+        seen = set() if _seen is None else _seen
+        overridden = set(fact.methods) if _overridden is None else _overridden
+        if _depth > 4:
+            return
+        for b in fact.bases:
+            hit = self.resolve_class(path, b)
+            if hit is None or hit in seen:
+                continue
+            seen.add(hit)
+            base = self.summary(hit[0]).classes[hit[1]]
+            yield hit, base, overridden
+            yield from self._ancestors(hit[0], base, _depth + 1, seen, overridden | set(base.methods))
+
     def inherited_scaler_attrs(self, path: str, cls: str) -> list[tuple[str, str, str]]:
         """``(attr, base path, base qualname)`` for each ``self.<attr>`` that a project base
         class of class ``cls`` of ``path`` (directly or through others, depth 4) builds as an
@@ -279,24 +296,11 @@ class ProjectIndex:
         out: list[tuple[str, str, str]] = []
         states = set(fact.states)
         own = set(fact.scaler_attrs)
-        seen: set[tuple[str, str]] = set()
-
-        def climb(p, f, depth):
-            if depth > 4:
-                return
-            for b in f.bases:
-                hit = self.resolve_class(p, b)
-                if hit is None or hit in seen:
-                    continue
-                seen.add(hit)
-                base = self.summary(hit[0]).classes[hit[1]]
-                states.update(base.states)
-                for a in (*base.scaler_attrs, *self.wrapper_attrs(hit[0], base)):
-                    if a not in own and all(a != x[0] for x in out):
-                        out.append((a, hit[0], hit[1]))
-                climb(hit[0], base, depth + 1)
-
-        climb(path, fact, 0)
+        for hit, base, _overridden in self._ancestors(path, fact):
+            states.update(base.states)
+            for a in (*base.scaler_attrs, *self.wrapper_attrs(hit[0], base)):
+                if a not in own and all(a != x[0] for x in out):
+                    out.append((a, hit[0], hit[1]))
         return [x for x in out if x[0] not in states]
 
     def base_init(self, path: str, cls: str) -> tuple[str, FuncSummary] | None:
@@ -350,26 +354,13 @@ class ProjectIndex:
         fact = s.classes.get(cls) if s is not None else None
         if fact is None or not fact.bases:
             return out
-        seen: set[tuple[str, str]] = set()
-
-        def climb(p, f, overridden, depth):
-            if depth > 4:
-                return
-            for b in f.bases:
-                hit = self.resolve_class(p, b)
-                if hit is None or hit in seen:
-                    continue
-                seen.add(hit)
-                bs = self.summary(hit[0])
-                base = bs.classes[hit[1]]
-                for name in sorted(base.methods - overridden):
-                    fs = bs.function(f"{hit[1]}.{name}")
-                    for cf in fs.calls if fs is not None else ():
-                        if cf.in_autocast and cf.callee.startswith("self.") and "." not in cf.callee[5:]:
-                            out.append((hit[0], f"{hit[1]}.{name}", cf.callee[5:], cf.line))
-                climb(hit[0], base, overridden | set(base.methods), depth + 1)
-
-        climb(absolute(path), fact, set(fact.methods), 0)
+        for hit, base, overridden in self._ancestors(absolute(path), fact):
+            bs = self.summary(hit[0])
+            for name in sorted(base.methods - overridden):
+                fs = bs.function(f"{hit[1]}.{name}")
+                for cf in fs.calls if fs is not None else ():
+                    if cf.in_autocast and cf.callee.startswith("self.") and "." not in cf.callee[5:]:
+                        out.append((hit[0], f"{hit[1]}.{name}", cf.callee[5:], cf.line))
         return out
 
     def _climb(self, path, qual, fact, sub, overridden, depth) -> None:
