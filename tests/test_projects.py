@@ -262,3 +262,51 @@ def test_warm_run_keeps_the_project_verdict_and_sees_a_helper_change(tmp_path):
     ck.write_text((PROJECTS / "trainer_pkg" / "trainer" / "checkpoint.py").read_text())
     assert _cached(root, "trainer/engine.py") == expected
     assert _cached(root) == expected
+
+
+_IDLE_TRAINER = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.grad_scaler = torch.amp.GradScaler("cuda")
+
+    def fit(self, loader, path):
+        for x in loader:
+            loss = self.model(x).sum()
+            loss.backward()
+            self.optimizer.step()
+            torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, path)
+
+    def resume(self, path):
+        self.optimizer.load_state_dict(torch.load(path)["optimizer"])
+"""
+
+_SCALED_STEP = """
+import torch
+
+from trainer import Trainer
+
+
+def step(t: Trainer, x):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = t.model(x).sum()
+    t.grad_scaler.scale(loss).backward()
+    t.grad_scaler.step(t.optimizer)
+    t.grad_scaler.update()
+"""
+
+
+def test_a_scaler_attribute_nothing_uses_needs_no_saved_state_until_another_file_uses_it(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (tmp_path / "trainer.py").write_text(_IDLE_TRAINER)
+    args = ("check", "--no-cache", "--preview", "--select", "AMP301", "--output-format", "concise")
+    p = run_amplint(*args, ".", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout  # grad_scaler is only assigned: fp32 training, no scale to keep
+    (tmp_path / "steps.py").write_text(_SCALED_STEP)
+    for paths in ((".",), ("trainer.py",)):
+        p = run_amplint(*args, *paths, cwd=tmp_path)
+        assert "trainer.py:16:13: AMP301" in p.stdout, p.stdout  # another file trains with it
