@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
-# torch.amp.GradScaler and its device-specific and sharded variants (all torch's own).
+# torch.amp.GradScaler and its device-specific and sharded variants (torch's own and fairscale's).
 SCALER_CTORS = frozenset(
     {
         "torch.amp.GradScaler",
@@ -22,6 +22,9 @@ SCALER_CTORS = frozenset(
         "torch.cpu.amp.grad_scaler.GradScaler",
         "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
         "torch.distributed.fsdp.ShardedGradScaler",
+        # fairscale's subclasses of torch's GradScaler (same interface, same state_dict)
+        "fairscale.optim.grad_scaler.ShardedGradScaler",
+        "fairscale.optim.grad_scaler.GradScaler",
     }
 )
 

@@ -231,6 +231,19 @@ def train(model, loader, opt, scaler: torch.amp.GradScaler):
         scaler.update()
 """,
         ),
+        # fairscale's ShardedGradScaler subclasses torch's GradScaler: the same protocol
+        Invalid(
+            """
+from fairscale.optim.grad_scaler import ShardedGradScaler
+scaler = ShardedGradScaler()
+for epoch in range(3):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+    scaler.update()
+""",
+            fixed=None,
+        ),
     ]
 
     def check(self, model):

@@ -653,10 +653,13 @@ class Trainer:
         saved = {e.scaler for e in model.events("scaler_state")}
         yield from self._through_helpers(model, keys, saved)
         yield from self._framework_checkpoints(model, keys, saved)
-        yield from self._round_trip(model, keys, saved)
+        reported: set[str] = set()  # classes whose torch.save is reported: the round trip would say it again
+        yield from self._saves(model, keys, reported)
+        yield from self._round_trip(model, keys, saved, reported)
+
+    def _saves(self, model, keys, reported):
+        saved = {e.scaler for e in model.events("scaler_state")}
         saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
-        if not saves:
-            return
         seen: set[int] = set()
         for c in saves:
             f = c.func
@@ -678,6 +681,11 @@ class Trainer:
             if not in_scope or any(self._registered(model, k) for k in in_scope) or not _resumable(model, c):
                 continue
             name = str(in_scope[0][-1])
+            g = f
+            while g is not None and g.cls is None:
+                g = g.parent
+            if g is not None:
+                reported.add(g.cls.qualname)
             yield self.diagnostic(
                 model,
                 c.node,
@@ -813,7 +821,7 @@ class Trainer:
                 )
                 break
 
-    def _round_trip(self, model, keys, saved):
+    def _round_trip(self, model, keys, saved, reported=frozenset()):
         """A class that trains with ``self.<scaler>`` and checkpoints itself through a pair of
         methods: one returns a dict holding ``self.<optimizer>.state_dict()`` and nothing
         scaler-like (``state_dict()``, ``save()``), another restores the optimizer from its
@@ -830,7 +838,7 @@ class Trainer:
         query = getattr(model.index, "inherited_scaler_attrs", None)
         for qual, info in model.classes.items():
             own = [k for k in keys if k[0] == "A" and k[1] == qual and k not in saved]
-            if not own or not isinstance(info.node, ast.ClassDef) or any(self._registered(model, k) for k in own):
+            if not own or qual in reported or not isinstance(info.node, ast.ClassDef) or any(self._registered(model, k) for k in own):
                 continue
             chain = {absolute(bp) for _a, bp, _q in (query(model.path, qual) if query is not None else ())}
             if files - {absolute(model.path)} - chain:
