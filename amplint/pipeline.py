@@ -410,7 +410,7 @@ def _calls_out(index, r: FileResult) -> bool:
     for q, fact in r.summary.classes.items():
         if not fact.bases:
             continue
-        if any(fact.methods) and index.inherited_scaler_attrs(r.path, q) and any(
+        if fact.methods and index.inherited_scaler_attrs(r.path, q) and any(
                 (f := r.summary.function(f"{q}.{m}")) is not None and (f.saves or f.returns_state) for m in fact.methods):
             return True  # a subclass saving checkpoints while a base class builds the scaler (AMP301)
         if index.inherited_autocast_calls(r.path, q):

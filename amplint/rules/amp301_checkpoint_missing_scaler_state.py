@@ -48,7 +48,7 @@ the same checkpoint rules, unless a class of that chain saves or loads the scale
 A class that trains with `self.<scaler>` and checkpoints itself through a pair of methods
 counts too (project mode): one returns a dict holding `self.optimizer.state_dict()` and nothing
 scaler-like (`state_dict()`, `save()`; a literal, or a local dict filled key by key), another
-restores `self.optimizer.load_state_dict(...)` from its argument. Whoever writes that dict to
+restores it (`self.optimizer.load_state_dict(...)`). Whoever writes that dict to
 disk (a mixin's `save`, an engine in another module), the resume restores the optimizer and not
 the loss scale. A subclass that replaces only the method returning the dict, and inherits the
 scaler and a `load...` method from a project base class, counts too. Silent when the dict is
@@ -654,11 +654,10 @@ class Trainer:
         yield from self._through_helpers(model, keys, saved)
         yield from self._framework_checkpoints(model, keys, saved)
         reported: set[str] = set()  # classes whose torch.save is reported: the round trip would say it again
-        yield from self._saves(model, keys, reported)
+        yield from self._saves(model, keys, saved, reported)
         yield from self._round_trip(model, keys, saved, reported)
 
-    def _saves(self, model, keys, reported):
-        saved = {e.scaler for e in model.events("scaler_state")}
+    def _saves(self, model, keys, saved, reported):
         saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
         seen: set[int] = set()
         for c in saves:
@@ -824,8 +823,8 @@ class Trainer:
     def _round_trip(self, model, keys, saved, reported=frozenset()):
         """A class that trains with ``self.<scaler>`` and checkpoints itself through a pair of
         methods: one returns a dict holding ``self.<optimizer>.state_dict()`` and nothing
-        scaler-like (``state_dict()``, ``save()``), another restores the optimizer from its
-        argument (``self.optimizer.load_state_dict(state["optim"])``). Whoever writes that
+        scaler-like (``state_dict()``, ``save()``), another restores the optimizer
+        (``self.optimizer.load_state_dict(state["optim"])``). Whoever writes that
         dict to disk (a mixin's ``save``, an engine), the resume restores the optimizer and
         not the scale. Also for a subclass that inherits the scaler and the ``load...`` method
         from a project base class and replaces the method that returns the dict. Project mode
@@ -1095,8 +1094,8 @@ def _own_load_drops_optimizer(model, f) -> bool:
 
 
 def _restores_own_optimizer(model, m, f) -> bool:
-    """Does method ``m`` restore ``self.<optimizer>`` from data it was given
-    (``self.optimizer.load_state_dict(state["optim"])``)?"""
+    """Does method ``m`` restore ``self.<optimizer>`` (``self.optimizer.load_state_dict(...)``,
+    from its argument or from a file it reads)?"""
     for n in _own_nodes(m):
         if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "load_state_dict"
                 and isinstance(n.func.value, ast.Attribute) and isinstance(n.func.value.value, ast.Name)
