@@ -404,7 +404,7 @@ def _calls_out(index, r: FileResult) -> bool:
         for c in f.calls:
             if not (c.in_autocast or c.dict_args or CALL_WORDS.search(c.callee.rsplit(".", 1)[-1])):
                 continue  # nothing a rule would ask the callee about
-            hit = index.resolve(r.path, c.callee, f.cls)
+            hit = index.resolve_call(r.path, c, f.cls)
             if hit is not None and hit[0] != me and hit[1].interesting:
                 return True
     for q, fact in r.summary.classes.items():

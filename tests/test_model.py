@@ -186,3 +186,53 @@ def test_loops_over_optimizers_are_not_iterations():
     )
     (step,) = list(m.events("step"))
     assert m.iteration_loop(step).node.iter.id == "loader"
+
+
+@pytest.mark.parametrize(
+    "annotation, expected",
+    [
+        ("Saver", "pkg.saving.Saver"),
+        ("saving.Saver", "pkg.saving.Saver"),
+        ("'Saver'", "pkg.saving.Saver"),
+        ("Optional[Saver]", "pkg.saving.Saver"),
+        ("Saver | None", "pkg.saving.Saver"),
+        ("Saver | Other", None),  # either: not one class
+        ("list[Saver]", None),
+        ("int", None),
+        ("torch.optim.Optimizer", None),
+        ("'not valid('", None),
+    ],
+)
+def test_declared_class_of_an_annotation(annotation, expected):
+    from amplint.model.names import declared_class
+
+    scope = {"Saver": "pkg.saving.Saver", "saving": "pkg.saving", "Optional": "typing.Optional", "torch": "torch"}
+    assert declared_class(ast.parse(annotation, mode="eval").body, scope) == expected
+
+
+def test_summary_marks_calls_through_declared_types():
+    """`saver: Saver` and `self.model: LM = model` give the callee's class, flagged as only
+    declared (a derived class may redefine the method); a rebound parameter gives nothing."""
+    from amplint.model.summary import summarise
+
+    src = textwrap.dedent('''
+        from pkg.saving import Saver
+        from pkg.lm import LM
+        def train(saver: Saver, other: Saver):
+            saver.save(1)
+            other = make()
+            other.save(2)
+        class T:
+            def __init__(self, model: LM, made):
+                self.model = model
+                self.made = Saver()
+            def fit(self):
+                self.model.save_checkpoint(3)
+                self.made.save(4)
+    ''')
+    s = summarise(ast.parse(src), source=src)
+    calls = {c.line: (c.callee, c.declared) for f in s.functions.values() for c in f.calls}
+    assert calls[5] == ("pkg.saving.Saver.save", True)
+    assert 7 not in calls or calls[7][0] != "pkg.saving.Saver.save"
+    assert calls[13] == ("pkg.lm.LM.save_checkpoint", True)
+    assert calls[14] == ("pkg.saving.Saver.save", False)

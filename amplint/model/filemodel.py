@@ -12,7 +12,7 @@ from amplint.model.facts import (
     CERTAIN, LIKELY, NOT, Assign, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key, Loop, Ref,
     MethodCall,
 )
-from amplint.model.names import GRAD_SCALER_API, SCALER_NAME, attr_classes, dotted, qualify
+from amplint.model.names import GRAD_SCALER_API, SCALER_NAME, attr_classes, declared_attr_classes, declared_class, dotted, qualify
 from amplint.source import split_lines
 
 OPTIMIZER_NAME = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
@@ -59,6 +59,7 @@ class FileModel:
         self._index = None  # the project index (amplint.model.index), set by the engine or made lazily
         self._status: dict[Key, str] = {}
         self._attr_classes: dict[str, dict[str, str]] = {}  # class -> self.<attr> made once by a project class
+        self._declared_attrs: dict[str, dict[str, str]] = {}  # class -> self.<attr> whose class an annotation declares
         self._seq = 0
         self.mentions_torch_amp = any(
             t in source for t in ("GradScaler", "autocast", "torch.amp", "cuda.amp", "cpu.amp", "import amp")
@@ -183,13 +184,36 @@ class FileModel:
             made = self._instance_class(callee.value, func)  # saver = Saver(...); saver.save_model(...)
             if made is not None:
                 hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
+            elif (declared := self._declared_param_class(callee.value, func)) is not None:
+                hit = self._declared_method(declared, callee.attr)  # def train(..., saver: Saver): saver.save(...)
         if hit is None and isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Attribute):
             made = self._attr_class(callee.value, func)  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
             if made is not None:
                 hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
+            elif (declared := self._attr_class(callee.value, func, declared=True)) is not None:
+                hit = self._declared_method(declared, callee.attr)  # self.model: LanguageModel = model
         return hit
 
-    def _attr_class(self, node: ast.Attribute, func) -> str | None:
+    def _declared_method(self, declared: str, method: str):
+        """The method ``method`` of the project class an annotation declares, when no project
+        class derived from it defines its own ``method`` (the object may be one of those)."""
+        hit = self.index.resolve(self.path, f"{declared}.{method}", None)
+        if hit is None:
+            return None
+        owner = hit[1].qualname.rsplit(".", 1)[0]
+        return None if self.index.overridden_below(hit[0], owner, method) else hit
+
+    def _declared_param_class(self, name: ast.Name, func) -> str | None:
+        """The class a parameter's annotation declares (``saver: Saver``) when the function
+        never rebinds it."""
+        if func is None or name.id not in func.params or name.id == func.self_name:
+            return None
+        a = func.param_nodes.get(name.id)
+        if a is None or a.annotation is None or self.assigns.get(self.key_of_expr(name, func)):
+            return None
+        return declared_class(a.annotation, self.module_scope)
+
+    def _attr_class(self, node: ast.Attribute, func, declared: bool = False) -> str | None:
         """The qualified name of the call that made ``self.<attr>`` when the class assigns that
         attribute exactly once, anywhere in its methods, from a call of a name the module
         imports or defines (``self.ckpt = CheckpointManager(out)``), else None."""
@@ -200,9 +224,9 @@ class FileModel:
             g = g.parent
         if g is None:
             return None
-        memo = self._attr_classes
+        memo = self._declared_attrs if declared else self._attr_classes
         if g.cls.qualname not in memo:
-            memo[g.cls.qualname] = attr_classes(g.cls.node, self.module_scope)
+            memo[g.cls.qualname] = (declared_attr_classes if declared else attr_classes)(g.cls.node, self.module_scope)
         return memo[g.cls.qualname].get(node.attr)
 
     def _instance_class(self, name: ast.Name, func) -> str | None:

@@ -239,6 +239,16 @@ class ProjectIndex:
         """The project function ``callee`` (as qualified in ``path``) denotes, or None."""
         return self._resolve(path, callee, cls, _depth, self._lookup)
 
+    def resolve_call(self, path: str, c, cls: str | None = None) -> tuple[str, FuncSummary] | None:
+        """The project function the call ``c`` (a CallFact) reaches. A method of a class only
+        an annotation declares counts while no project class derived from it redefines it."""
+        hit = self.resolve(path, c.callee, cls)
+        if hit is not None and getattr(c, "declared", False):
+            owner, _dot, method = hit[1].qualname.rpartition(".")
+            if not owner or self.overridden_below(hit[0], owner, method):
+                return None
+        return hit
+
     def resolve_class(self, path: str, name: str) -> tuple[str, str] | None:
         """``(path, qualname)`` of the project class ``name`` (as qualified in ``path``) denotes."""
         return self._resolve(path, name, None, 0, self._lookup_class)
@@ -283,6 +293,27 @@ class ProjectIndex:
             base = self.summary(hit[0]).classes[hit[1]]
             yield hit, base, overridden
             yield from self._ancestors(hit[0], base, _depth + 1, seen, overridden | set(base.methods))
+
+    def overridden_below(self, path: str, cls: str, method: str) -> bool:
+        """Does a project class derived from class ``cls`` of ``path`` (directly or through
+        others) define its own ``method``? The classes looked at are those of ``path`` and of
+        the project files that name ``cls`` (one read of the project per class name)."""
+        ap = absolute(path)
+        name = cls.rsplit(".", 1)[-1]
+        files = {ap}
+        if self.project_files:
+            self.mentioned([name])
+            files |= self._mentions.get(name, set())
+        for f in files:
+            s = self.summary(f)
+            if s is None:
+                continue
+            for q, fact in s.classes.items():
+                if (f, q) == (ap, cls) or method not in fact.methods or not fact.bases:
+                    continue
+                if any(hit == (ap, cls) for hit, _base, _ov in self._ancestors(f, fact)):
+                    return True
+        return False
 
     def inherited_scaler_attrs(self, path: str, cls: str) -> list[tuple[str, str, str]]:
         """``(attr, base path, base qualname)`` for each ``self.<attr>`` that a project base
@@ -473,7 +504,7 @@ class ProjectIndex:
         out = Facts(s)
         if len(_stack) < MAX_DEPTH and key not in _stack:
             for c in s.calls:
-                hit = self.resolve(path, c.callee, s.cls)
+                hit = self.resolve_call(path, c, s.cls)
                 if hit is None:
                     continue
                 cpath, cs = hit

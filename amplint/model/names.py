@@ -218,6 +218,61 @@ def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
     return out
 
 
+def declared_class(ann, scope) -> str | None:
+    """The qualified name of the class a type annotation declares (``Saver``,
+    ``utils.Saver``, ``"Saver"``, ``Optional[Saver]``, ``Saver | None``), else None. Only a
+    declaration: the object may be of a subclass, which callers must rule out."""
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try:
+            ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr):
+        sides = [x for x in (ann.left, ann.right) if not (isinstance(x, ast.Constant) and x.value is None)]
+        if len(sides) != 1:
+            return None
+        ann = sides[0]
+    if isinstance(ann, ast.Subscript) and (qualify(ann.value, [scope]) or "").rsplit(".", 1)[-1] == "Optional":
+        ann = ann.slice
+    if not isinstance(ann, (ast.Name, ast.Attribute)):
+        return None
+    q = qualify(ann, [scope])
+    if not q or q.startswith(("torch.", "typing.", "collections.", "builtins.")) or q in _BUILTIN_TYPES:
+        return None
+    return q
+
+
+_BUILTIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "dict", "list", "tuple", "set", "object", "type", "Any"})
+
+
+def declared_attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
+    """``self.<attr>: Saver = saver`` or ``self.<attr> = saver`` with a parameter
+    ``saver: Saver``: the attributes the methods of ``cls_node`` assign exactly once, from a
+    value whose class is only declared, mapped to that class's qualified name."""
+    made: dict[str, list] = {}
+    for m in cls_node.body:
+        if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.args.args:
+            continue
+        me = m.args.args[0].arg
+        anns = {a.arg: a.annotation for a in (*m.args.posonlyargs, *m.args.args, *m.args.kwonlyargs) if a.annotation is not None}
+        for n in _statements(m.body):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else ()
+            for t in targets:
+                for x in ([t] if isinstance(t, ast.Attribute) else ast.walk(t) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else ()):
+                    if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == me:
+                        ann = None
+                        if t is x and isinstance(n, ast.AnnAssign) and n.value is not None and not isinstance(n.value, ast.Call):
+                            ann = n.annotation
+                        elif t is x and isinstance(n, ast.Assign) and isinstance(n.value, ast.Name):
+                            ann = anns.get(n.value.id)
+                        made.setdefault(x.attr, []).append(ann)
+    out = {}
+    for attr, values in made.items():
+        if len(values) == 1 and values[0] is not None and (q := declared_class(values[0], scope)):
+            out[attr] = q
+    return out
+
+
 # Names that say "a GradScaler" (``scaler``, ``grad_scaler``, ``self._amp_scaler``, ``fp16_scaler``).
 SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
 

@@ -29,7 +29,9 @@ from __future__ import annotations
 import ast
 import bisect
 
-from amplint.model.names import SCALER_NAME, add_import, attr_classes, canonical, dotted, literal_dict, qualify, state_owner
+from amplint.model.names import (
+    SCALER_NAME, add_import, attr_classes, canonical, declared_attr_classes, declared_class, dotted, literal_dict, qualify, state_owner,
+)
 from amplint.tokens import SUMMARY_TOKENS, match_rows
 
 _SCALER_METHODS = {"scale", "unscale_", "step", "update", "state_dict", "load_state_dict"}
@@ -72,23 +74,26 @@ class CallFact:
     same class), the parameters it forwards ``((position or keyword, param), ...)``, and whether
     it is made inside an enabled (or flag-enabled) autocast region."""
 
-    __slots__ = ("callee", "forwards", "in_autocast", "line", "dict_args")
+    __slots__ = ("callee", "forwards", "in_autocast", "line", "dict_args", "declared")
 
-    def __init__(self, callee, forwards=(), in_autocast=False, line=0, dict_args=()):
+    def __init__(self, callee, forwards=(), in_autocast=False, line=0, dict_args=(), declared=False):
         self.callee = callee
         self.forwards = tuple(forwards)
         self.in_autocast = in_autocast
         self.line = line
         self.dict_args = tuple(dict_args)  # (position or keyword, SaveFact of a dict built here)
+        # the callee is a method of a class an annotation declares (`saver: Saver`): the object
+        # may be of a derived class, so it holds only while no derived class redefines it
+        self.declared = declared
 
     def __repr__(self) -> str:
         return f"CallFact({self.callee!r}, forwards={self.forwards!r}, in_autocast={self.in_autocast})"
 
     def __getstate__(self):
-        return (self.callee, self.forwards, self.in_autocast, self.line, self.dict_args)
+        return (self.callee, self.forwards, self.in_autocast, self.line, self.dict_args, self.declared)
 
     def __setstate__(self, state):
-        self.callee, self.forwards, self.in_autocast, self.line, self.dict_args = state
+        self.callee, self.forwards, self.in_autocast, self.line, self.dict_args, self.declared = state
 
 
 class FuncSummary:
@@ -210,11 +215,19 @@ def summarise(tree: ast.Module, source: str | None = None, dropped: frozenset[st
             attrs_of[cls] = attr_classes(class_nodes[cls], scope) if cls in class_nodes else {}
         return attrs_of[cls]
 
+    declared_of: dict[str, dict[str, str]] = {}  # class -> self.<attr> whose class an annotation declares
+
+    def declared_attrs(cls):
+        if cls not in declared_of:
+            declared_of[cls] = declared_attr_classes(class_nodes[cls], scope) if cls in class_nodes else {}
+        return declared_of[cls]
+
     for node, qual, cls in _functions(tree.body, "", None):
         if rows is not None and not _holds_row(rows, node):
             out.functions[qual] = FuncSummary(qual, _params(node, cls), node.args.kwarg is not None, node.lineno, cls)
             continue
-        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions, attrs=attrs if cls is not None else None).run()
+        out.functions[qual] = _Summariser(node, qual, cls, scope, out.functions, attrs=attrs if cls is not None else None,
+                                              declared_attrs=declared_attrs).run()
     for qual, node in class_nodes.items():
         out.classes[qual] = _class_fact(node, scope, rows)
     # the module's own statements (a training script at top level): only what it calls
@@ -361,10 +374,11 @@ def _calls_in(node):
 
 
 class _Summariser:
-    def __init__(self, node, qual, cls, module_scope, registry=None, outer=None, attrs=None):
+    def __init__(self, node, qual, cls, module_scope, registry=None, outer=None, attrs=None, declared_attrs=None):
         self.node = node
         self.cls = cls
         self.attrs = attrs  # cls -> {self.<attr>: the project class that made it}, on demand
+        self.declared_attrs = declared_attrs  # cls -> {self.<attr>: the class an annotation declares}, on demand
         self.registry = registry  # the file's summaries: nested helpers are entered too, by qualified name
         self.outer = outer  # the enclosing function's summariser: its helpers are callable here (closures)
         if node is None:  # the module body
@@ -382,6 +396,8 @@ class _Summariser:
         pos = [*args.posonlyargs, *args.args]
         self.defaults = {a.arg: d for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults)}
         self.defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        self.declared = {a.arg: q for a in allargs if a.annotation is not None and a.arg in self.params
+                         and (q := declared_class(a.annotation, module_scope))}  # parameter -> annotated class
         if self.node is None:
             self.node = node
         self.nested: dict[str, FuncSummary] = {}  # helpers defined in the body, inlined where called
@@ -542,8 +558,14 @@ class _Summariser:
         if callee is None or callee.startswith("torch."):
             return
         parts = dotted(func) or ()
-        if len(parts) > 1 and not callee.startswith("self.") and not of_attr and parts[0] not in self.scope:
+        declared = False
+        if len(parts) == 3 and parts[0] == self.self_name and not of_attr and self.declared_attrs is not None and (
+                kind := self.declared_attrs(self.cls).get(parts[1])):
+            callee, declared = f"{kind}.{parts[2]}", True  # self.model: LanguageModel = model; self.model.save_checkpoint(...)
+        elif len(parts) > 1 and not callee.startswith("self.") and not of_attr and parts[0] not in self.scope:
             made = self.instances.get(parts[0]) if len(parts) == 2 else None
+            if made is None and len(parts) == 2 and parts[0] not in self.instances and parts[0] in self.declared:
+                made, declared = self.declared[parts[0]], True  # def train(..., saver: Saver): saver.save(...)
             if made is None:
                 return  # a method of a local object: nothing the index can resolve
             callee = f"{made}.{parts[1]}"  # saver = Saver(args); saver.save_model(...)
@@ -556,7 +578,7 @@ class _Summariser:
                 fact = self._dict_fact(a, n.lineno)  # a checkpoint dict handed to a helper
                 if fact is not None:
                     dicts.append((pos, fact))
-        self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts))
+        self.s.calls.append(CallFact(callee, fw, in_ac, n.lineno, dicts, declared))
 
     def _inline(self, n, inner: FuncSummary) -> None:
         """A call of a helper defined in this function: what it does to the arguments it is

@@ -37,6 +37,14 @@ in a dict a project helper returns (`state = make_state(model, optimizer, epoch)
 a base class that a subclass in another module inherits while it trains with
 `self.<scaler>` or a loss-scaler wrapper in `self.<attr>` (project mode).
 
+The helper's object may also be known from a type annotation alone: a parameter
+`saver: Saver` (`saver.save(model, optimizer)`), or `self.model` assigned once from a
+parameter `model: LanguageModel` or as `self.model: LanguageModel = model`
+(`self.model.save_checkpoint(path, optimizer)`). An annotation declares a type, not the
+object's class, so such a call counts only while no project class derived from the declared
+one defines the same method (a `FullSaver(Saver)` whose `save` keeps the scaler): otherwise
+it is unknown and silent.
+
 A scaler attribute that nothing uses is not one whose state matters (project mode): the file's
 code names `self.grad_scaler` only where it assigns it (a use left in a comment does not count)
 and no other project file calls or reads anything on it (`x.grad_scaler.scale(...)`).
