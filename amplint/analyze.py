@@ -35,6 +35,7 @@ def configure(target_torch_version: str | None, rule_codes=None) -> None:
     TARGET_TORCH_VERSION = target_torch_version
     RULE_CODES = None if rule_codes is None else frozenset(rule_codes)
     screen.FRAMEWORKS = RULE_CODES is None or any(c.startswith("AMP4") for c in RULE_CODES)
+    screen.CHECKPOINTS = RULE_CODES is None or "AMP301" in RULE_CODES
 
 
 def _configured_rules():

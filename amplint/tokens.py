@@ -17,8 +17,24 @@ RELEVANT_WITH_SCALER = re.compile(
 SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict|clip_grad")
 
 
+_last_rows: dict[re.Pattern, tuple[str, list[int]]] = {}  # pattern -> (the last text searched, its rows)
+
+
 def match_rows(source: str, pattern: re.Pattern) -> list[int]:
-    """The rows (counted at \\n) that hold a match of ``pattern``."""
+    """The rows (counted at \\n) that hold a match of ``pattern``. The masking, the summary
+    and the model builder ask for the same text's rows in turn: the last answer per pattern
+    is kept (a copy is returned)."""
+    last = _last_rows.get(pattern)
+    if last is not None and last[0] is source:
+        return list(last[1])
+    rows = _match_rows(source, pattern)
+    if len(_last_rows) > 16:  # patterns made per file (a scaler's own name): keep few texts alive
+        _last_rows.clear()
+    _last_rows[pattern] = (source, rows)
+    return list(rows)
+
+
+def _match_rows(source: str, pattern: re.Pattern) -> list[int]:
     lits = _literals(pattern.pattern)
     if lits is not None:
         return _literal_rows(source, lits)

@@ -91,3 +91,25 @@ def test_fixtures_pass_the_prescreen():
     for path in paths:
         with open(path, "rb") as fh:
             assert may_contain_amp(fh.read()), path
+
+
+def test_prescreen_without_framework_rules_keeps_every_file_the_full_screen_keeps(monkeypatch):
+    """The quick rejection (five scans) used when no framework rule runs holds a piece of
+    every token that can let a file through, so it never drops a file the full screen keeps."""
+    from amplint import screen
+
+    monkeypatch.setattr(screen, "FRAMEWORKS", False)
+    tokens = [*screen._STRONG, *screen._MENTION, b"apex"]
+    assert all(any(n in t for n in screen._NEEDED) for t in tokens)
+    paths = glob.glob(os.path.join(FIXTURES, "**", "*.py"), recursive=True)
+    kept = 0
+    for path in paths:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        monkeypatch.setattr(screen, "_NEEDED", (b"",))  # the full screen: nothing rejected early
+        full = screen.may_contain_amp(data)
+        monkeypatch.undo()
+        monkeypatch.setattr(screen, "FRAMEWORKS", False)
+        assert screen.may_contain_amp(data) == full, path
+        kept += full
+    assert kept > 30
