@@ -266,6 +266,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
     heirs = _ScalerHeirs.of(index, summaries) if enabled is None or "AMP301" in enabled else None
+    per_call = enabled is None or "AMP302" in enabled
     out = []
     for r in results:
         ap = absolute(r.path) if (bases or (r.summary is None and (wanted or subclassers or heirs))) else None
@@ -283,6 +284,8 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
             # a script that never resumes, a project that never does, a scaler attribute nothing uses
             or any(fact.injected for fact in r.summary.classes.values())  # a class handed its scaler (AMP301)
             or _returns_own_state(r.summary)  # a class whose state_dict() leaves out its scaler (AMP301)
+            or (per_call and any(f.builds_scaler and f.cls is None for f in r.summary.functions.values()))
+            # a function building its own scaler, which another module may call once per epoch (AMP302)
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))

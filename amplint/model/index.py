@@ -16,7 +16,7 @@ import os
 import re
 
 from amplint.fspath import absolute
-from amplint.model.names import WRAPPER_CLASSES
+from amplint.model.names import WRAPPER_CLASSES, add_import
 from amplint.model.summary import MODULE, FileSummary, FuncSummary, SaveFact, summarise
 
 MAX_DEPTH = 4
@@ -238,6 +238,45 @@ class ProjectIndex:
     def resolve(self, path: str, callee: str, cls: str | None = None, _depth: int = 0) -> tuple[str, FuncSummary] | None:
         """The project function ``callee`` (as qualified in ``path``) denotes, or None."""
         return self._resolve(path, callee, cls, _depth, self._lookup)
+
+    def epoch_callers(self, path: str, qual: str) -> list[tuple[str, int]]:
+        """``(caller path, line)`` of each call, in another file of the project, of the
+        top-level function ``qual`` of ``path`` inside a loop of the caller that is not a loop
+        over runs (its body builds no optimizer or model, its target names no fold, seed or
+        config): once per epoch. The callers are read among the project files that name the
+        function (one read of the project per name; each of those files parsed whole, since
+        an entry point often holds no AMP token and is neither screened in nor summarised)."""
+        from amplint.model.queries_extra import _calls_in_loops, fresh_run_loop
+
+        ap = absolute(path)
+        if not self.project_files or "." in qual:
+            return []
+        self.mentioned([qual])
+        imports = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b" + re.escape(qual) + r"\b", re.MULTILINE)
+        out = []
+        for f in sorted(self._mentions.get(qual, set()) - {ap}):
+            if not f.endswith(".py"):
+                continue
+            try:
+                from amplint.source import SourceError, read_source
+
+                text = read_source(f).text
+                if qual + "(" not in text or imports.search(text) is None:
+                    continue  # not a caller that imports it by name
+                tree = ast.parse(text)
+            except (SourceError, SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            scope: dict[str, str] = {}
+            for st in ast.walk(tree):
+                if isinstance(st, (ast.Import, ast.ImportFrom)):
+                    add_import(scope, st)
+            for call, loop in _calls_in_loops(tree, qual, False):
+                hit = self.resolve(f, scope.get(qual, qual))
+                if hit is None or hit[0] != ap or hit[1].qualname != qual:
+                    continue
+                if not fresh_run_loop(loop, scope, lambda n: ast.get_source_segment(text, n) or ""):
+                    out.append((f, call.lineno))
+        return out
 
     def resolve_call(self, path: str, c, cls: str | None = None) -> tuple[str, FuncSummary] | None:
         """The project function the call ``c`` (a CallFact) reaches. A method of a class only

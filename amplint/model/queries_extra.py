@@ -6,6 +6,7 @@ model (``FileModel.dispose`` clears it with the rest)."""
 from __future__ import annotations
 
 import ast
+import re
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -199,3 +200,41 @@ def abandons(model, func, stmt):
     last = body[-1]
     return last if isinstance(last, (ast.Break, ast.Continue, ast.Return, ast.Raise)) and last is not stmt else None
 
+
+
+# A loop over runs, not over epochs: its body builds a fresh model or optimizer, or its target
+# names a run (k-fold, seeds, sweeps). Shared by AMP302 and the project summary (a call made
+# once per epoch from another module).
+RUN_LOOP = re.compile(r"fold|seed|run|trial|config|cfg|sweep|exp|task|model|lr\b|lrs\b|setting|param", re.IGNORECASE)
+RUN_ITER = re.compile(r"runs|seeds|folds|trials|configs|cfgs|experiments|repeats|sweep|grid", re.IGNORECASE)
+MODEL_NAME = re.compile(r"(?:^|_)(?:model|net|network|module)s?$", re.IGNORECASE)
+
+
+def fresh_run_loop(loop_node, scope: dict, text) -> bool:
+    """Does the body of the loop build a new optimizer or model, or is the loop itself over
+    runs (its target names folds, seeds, configs)? ``text(node)``: a node's source text."""
+    from amplint.model.filemodel import OPTIMIZER_NAME
+    from amplint.model.names import qualify
+
+    if isinstance(loop_node, (ast.For, ast.AsyncFor)):
+        head = text(loop_node.target)
+        if isinstance(loop_node.iter, (ast.Name, ast.Attribute)):
+            head += " " + text(loop_node.iter)
+        if RUN_LOOP.search(head) and not re.search(r"epoch", head, re.IGNORECASE):
+            return True
+        if RUN_ITER.search(text(loop_node.iter)):
+            return True
+    for n in ast.walk(loop_node):
+        if isinstance(n, ast.Call):
+            q = qualify(n.func, [scope]) or ""
+            if q.startswith(("torch.optim.", "optim.")) and "lr_scheduler" not in q and "swa_utils" not in q:
+                return True
+            if q.endswith(".from_pretrained"):
+                return True
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for x in ast.walk(t):
+                    name = x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else ""
+                    if name and ((OPTIMIZER_NAME.search(name) and "sched" not in name.lower()) or MODEL_NAME.search(name)):
+                        return True
+    return False

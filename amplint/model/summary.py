@@ -98,7 +98,7 @@ class CallFact:
 
 class FuncSummary:
     __slots__ = ("qualname", "params", "varkw", "scaler_ops", "backward", "saves", "returns", "returns_dtype", "calls", "line", "cls",
-                 "returns_state", "clips")
+                 "returns_state", "clips", "builds_scaler")
 
     def __init__(self, qualname, params, varkw=False, line=0, cls=None):
         self.qualname = qualname
@@ -115,6 +115,7 @@ class FuncSummary:
         # the checkpoint dict it returns (``return {"optimizer": optimizer.state_dict(), ...}``)
         self.returns_state: SaveFact | None = None
         self.clips = False  # calls torch.nn.utils.clip_grad_norm_/clip_grad_value_
+        self.builds_scaler = False  # assigns a local `name = GradScaler(...)` (AMP302: built per call)
 
     def __repr__(self) -> str:
         return (f"FuncSummary({self.qualname!r}, params={self.params}, scaler_ops={self.scaler_ops}, "
@@ -459,6 +460,7 @@ class _Summariser:
                 q = qualify(st.value.func, [self.scope]) if isinstance(st.value, ast.Call) else None
                 if q and canonical(q) == "GradScaler":
                     self.scaler_locals.add(t.id)
+                    self.s.builds_scaler = True
                 else:
                     self.scaler_locals.discard(t.id)
                 if t.id in self.instances or t.id in self.params or not q or q.startswith("torch."):

@@ -1,21 +1,15 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from amplint.model import exclusive
 from amplint.model.filemodel import OPTIMIZER_NAME
 from amplint.model.names import qualify
-from amplint.model.queries_extra import calls_in_loops
+from amplint.model.queries_extra import calls_in_loops, fresh_run_loop
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled
-
-# A loop over runs, not over epochs: its body builds a fresh model or optimizer, or its target
-# names a run (k-fold, seeds, sweeps).
-RUN_LOOP = re.compile(r"fold|seed|run|trial|config|cfg|sweep|exp|task|model|lr\b|lrs\b|setting|param", re.IGNORECASE)
-RUN_ITER = re.compile(r"runs|seeds|folds|trials|configs|cfgs|experiments|repeats|sweep|grid", re.IGNORECASE)
-MODEL_NAME = re.compile(r"(?:^|_)(?:model|net|network|module)s?$", re.IGNORECASE)
-
 
 def _uses(model, key):
     """Events and method calls on the scaler ``key`` (what makes its state matter)."""
@@ -53,28 +47,7 @@ def _trained_by_helper(model, key) -> bool:
 def _fresh_run_in(model, loop_node) -> bool:
     """Does the body of the loop build a new optimizer or model, or is the loop itself over
     runs (its target names folds, seeds, configs)?"""
-    if isinstance(loop_node, (ast.For, ast.AsyncFor)):
-        text = model.text(loop_node.target)
-        if isinstance(loop_node.iter, (ast.Name, ast.Attribute)):
-            text += " " + model.text(loop_node.iter)
-        if RUN_LOOP.search(text) and not re.search(r"epoch", text, re.IGNORECASE):
-            return True
-        if RUN_ITER.search(model.text(loop_node.iter)):
-            return True
-    for n in ast.walk(loop_node):
-        if isinstance(n, ast.Call):
-            q = qualify(n.func, [model.module_scope]) or ""
-            if q.startswith(("torch.optim.", "optim.")) and "lr_scheduler" not in q and "swa_utils" not in q:
-                return True
-            if q.endswith(".from_pretrained"):
-                return True
-        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                for x in ast.walk(t):
-                    name = x.id if isinstance(x, ast.Name) else x.attr if isinstance(x, ast.Attribute) else ""
-                    if name and ((OPTIMIZER_NAME.search(name) and "sched" not in name.lower()) or MODEL_NAME.search(name)):
-                        return True
-    return False
+    return fresh_run_loop(loop_node, model.module_scope, model.text)
 
 
 def _fresh_run_func(model, g) -> bool:
@@ -125,7 +98,10 @@ Checks for a GradScaler whose learned state is thrown away during training:
   hands it to a project function training with it (`train_sample(..., scaler=scaler)`, whose
   summary scales, steps or updates with that argument);
 * `GradScaler(...)` constructed inside a function (`train_one_epoch`) that this file calls
-  from a loop, once per epoch;
+  from a loop, once per epoch, or (project mode) that another module imports by name and
+  calls from a loop (`for epoch in ...: train_one_epoch(...)` in `main.py`, a file with no
+  AMP code of its own); a loop over runs (its body builds an optimizer or a model, its target
+  names a fold, seed or config) is not an epoch loop;
 * `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training;
 * `scaler = restore(path, scaler)` (a project function, in this file or another module, that
   calls `load_state_dict` on the scaler it is given) followed by `scaler = GradScaler(...)`;
@@ -584,6 +560,22 @@ class Trainer:
                 None,
                 a.stmt,
             )
+        if g.cls is None and g.parent is not None and g.parent.node is model.tree and hasattr(model.index, "epoch_callers"):
+            # project mode: called once per epoch from another module (main.py's epoch loop)
+            callers = model.index.epoch_callers(model.path, g.qualname)
+            if callers:
+                path, line = callers[0]
+                roots = getattr(model.index, "roots", None) or [os.path.dirname(path)]
+                where = os.path.relpath(path, roots[0])  # stable: the same from any working directory
+                return self.diagnostic(
+                    model,
+                    a.value if a.value is not None else a.node,
+                    f"`{self._ctor_text(model, a)}` is built in `{g.name}()`, which `{where}` calls from a loop "
+                    f"(line {line}): every call restarts at scale 65536 with no growth history; build the scaler "
+                    f"once and pass it in",
+                    None,
+                    a.stmt,
+                )
         return None
 
     def _after_restore(self, model, key, a, uses):
