@@ -253,12 +253,13 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     root = project_root(settings, paths)
     roots = [os.path.normpath(os.path.join(root, s)) for s in settings.src]
     everything = results + others
-    summaries = {r.path: r.summary for r in everything if r.summary is not None}
-    index = ProjectIndex(roots, [r.path for r in everything], summaries)
+    aps = [absolute(r.path) for r in everything]  # once: thousands of files, each asked about several times
+    summaries = {ap: r.summary for r, ap in zip(everything, aps) if r.summary is not None}
+    index = ProjectIndex(roots, aps, summaries)
     index.restores_optimizer = any(getattr(r, "restores", True) for r in everything)
-    index.scaler_state_files = {absolute(r.path) for r in everything if getattr(r, "scaler_state", True)}
-    index.restoring_files = {absolute(r.path) for r in everything if getattr(r, "restores", True)}
-    index.project_files = [absolute(r.path) for r in everything]
+    index.scaler_state_files = {ap for r, ap in zip(everything, aps) if getattr(r, "scaler_state", True)}
+    index.restoring_files = {ap for r, ap in zip(everything, aps) if getattr(r, "restores", True)}
+    index.project_files = aps
     if index.restores_optimizer:  # the scripts AMP301 may ask about: one read of the project for all
         index.mentioned([os.path.splitext(os.path.basename(r.path))[0] for r in results
                          if r.path.endswith(".py") and any(d.code == "AMP301" for d in r.diagnostics)])
@@ -268,8 +269,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     heirs = _ScalerHeirs.of(index, summaries) if enabled is None or "AMP301" in enabled else None
     per_call = enabled is None or "AMP302" in enabled
     out = []
-    for r in results:
-        ap = absolute(r.path) if (bases or (r.summary is None and (wanted or subclassers or heirs))) else None
+    for r, ap in zip(results, aps):
         if bases and ap in bases and not r.errors and r.path.endswith(".py"):
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))  # a base class whose methods run for a subclass's scaler

@@ -122,6 +122,11 @@ def qualify(node: ast.AST, scopes: list[dict[str, str]]) -> str | None:
     parts = dotted(node)
     if parts is None:
         return None
+    return qualify_parts(parts, scopes)
+
+
+def qualify_parts(parts: list[str], scopes: list[dict[str, str]]) -> str:
+    """``qualify`` of a chain already split by ``dotted``."""
     head = parts[0]
     for scope in scopes:
         if head in scope:

@@ -30,7 +30,8 @@ import ast
 import bisect
 
 from amplint.model.names import (
-    SCALER_NAME, add_import, attr_classes, canonical, declared_attr_classes, declared_class, dotted, literal_dict, qualify, state_owner,
+    SCALER_NAME, add_import, attr_classes, canonical, declared_attr_classes, declared_class, dotted, literal_dict, qualify,
+    qualify_parts, state_owner,
 )
 from amplint.tokens import SUMMARY_TOKENS, match_rows
 
@@ -392,6 +393,7 @@ class _Summariser:
         params = names[1:] if self.self_name else names
         self.s = FuncSummary(qual, params, varkw=args.kwarg is not None, line=node.lineno, cls=cls)
         self.scope = dict(module_scope)
+        self.scopes = [self.scope]  # for qualify (the dict itself grows with function-level imports)
         self.params = set(params)
         self.contextmanager = any("contextmanager" in ast.unparse(d) for d in node.decorator_list)
         pos = [*args.posonlyargs, *args.args]
@@ -471,9 +473,14 @@ class _Summariser:
                 self.dicts[t.id] = list(literal_dict(st.value).values)
             elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in self.dicts:
                 self.dicts[t.value.id].append(st.value)
-        for child in ast.iter_child_nodes(st):
-            if isinstance(child, ast.expr):
-                self.expr(child, in_ac)
+        for name in st._fields:  # ast.iter_child_nodes, inlined: the expressions of the statement
+            v = getattr(st, name, None)
+            if type(v) is list:
+                for child in v:
+                    if isinstance(child, ast.expr):
+                        self.expr(child, in_ac)
+            elif isinstance(v, ast.expr):
+                self.expr(v, in_ac)
         for field in ("body", "orelse", "finalbody"):
             sub = getattr(st, field, None)
             if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
@@ -522,16 +529,20 @@ class _Summariser:
                     self.s.backward = True
                 if func.attr == "update" and isinstance(func.value, ast.Name) and func.value.id in self.dicts:
                     self.dicts[func.value.id].extend(a for a in n.args)
-            q = qualify(func, [self.scope])
+            parts = dotted(func)
+            q = qualify_parts(parts, self.scopes) if parts is not None else None
             if canonical(q) == "clip":
                 self.s.clips = True
                 continue
             if q == "torch.save" and n.args:
                 self._save(n.args[0], n.lineno)
                 continue
+            if not self.dicts:
+                self._call(n, func, q, in_ac, parts)
+                continue
             handed = [a.id for a in [*n.args, *(kw.value for kw in n.keywords)] if isinstance(a, ast.Name) and a.id in self.dicts]
             try:
-                self._call(n, func, q, in_ac)
+                self._call(n, func, q, in_ac, parts)
             finally:
                 self.escaped.update(handed)  # what the callee did to the dict is not known here
 
@@ -545,7 +556,7 @@ class _Summariser:
             s = s.outer
         return None
 
-    def _call(self, n, func, q, in_ac) -> None:
+    def _call(self, n, func, q, in_ac, parts=None) -> None:
         inner = self._helper(func.id) if isinstance(func, ast.Name) else None
         if inner is not None:
             self._inline(n, inner)
@@ -559,7 +570,7 @@ class _Summariser:
             callee, of_attr = f"{made[func.value.attr]}.{func.attr}", True  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
         if callee is None or callee.startswith("torch."):
             return
-        parts = dotted(func) or ()
+        parts = parts or ()
         declared = False
         if len(parts) == 3 and parts[0] == self.self_name and not of_attr and self.declared_attrs is not None and (
                 kind := self.declared_attrs(self.cls).get(parts[1])):

@@ -138,7 +138,11 @@ class _Walker:
             self.expr(s.test, ctx, s)
             key, pol = _norm_test(s.test)
             gid = id(s)
-            guard = ctx.guarded or bool(GUARD_TEXT.search(ast.unparse(s.test)) and "amp" in ast.unparse(s.test))
+            if ctx.guarded:
+                guard = True
+            else:  # _norm_test's key is the whole test's text when it is not `x is None`, `x == True`...
+                text = key if key is not None and not isinstance(s.test, (ast.UnaryOp, ast.Compare)) else ast.unparse(s.test)
+                guard = bool("amp" in text and GUARD_TEXT.search(text))
             c_then = ctx._replace(lits=ctx.lits | {Lit(gid, 0, key, pol)}, guarded=guard)
             c_else = ctx._replace(lits=ctx.lits | {Lit(gid, 1, key, not pol)}, guarded=guard)
             t1 = self.block(s.body, c_then)
