@@ -64,7 +64,7 @@ def _analyze(text: str, path: str, rules, result: FileResult, index) -> FileResu
     from amplint.model.summary import summarise
 
     try:
-        masked = MASK and parse_masked(text, path)
+        masked = MASK and parse_masked(text, path, helpers=getattr(index, "amp_helpers", ()))
         tree, dropped = masked or (parse(text, path), frozenset())
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         result.errors.append(syntax_error(exc))

@@ -47,7 +47,40 @@ class Masked:
         self.dropped = dropped
 
 
-def masked_source(text: str, force: bool = False) -> Masked | None:
+# A top-level helper that makes an AMP object for its callers: `return torch.autocast(...)`,
+# `return GradScaler(...)`, or a @contextmanager entering autocast. Its callers use AMP
+# through its name alone (`with amp_ctx():`), so the name is kept like a token.
+_RETURNS_AMP = re.compile(r"^[ \t]+return[ \t]+[\w.]*(?:autocast|GradScaler)[ \t]*\(", re.M)
+_TOP_DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.M)
+
+
+def amp_helpers(text: str) -> set[str]:
+    """The names of the top-level functions of ``text`` that return an autocast context or a
+    GradScaler (a line scan; the project summary decides, this only keeps their callers)."""
+    out: set[str] = set()
+    if "autocast" not in text and "GradScaler" not in text:
+        return out
+    starts = [(m.start(), m.group(1)) for m in _TOP_DEF.finditer(text)]
+    if not starts:
+        return out
+    keys = [p for p, _n in starts]
+    for m in _RETURNS_AMP.finditer(text):
+        i = bisect.bisect_right(keys, m.start()) - 1
+        if i >= 0:
+            out.add(starts[i][1])
+    pos = text.find("contextmanager")
+    while pos != -1:  # @contextmanager / @contextlib.contextmanager right above a top-level def
+        nxt = _TOP_DEF.search(text, pos)
+        if nxt is not None and text.count("\n", pos, nxt.start()) <= 2:
+            end = bisect.bisect_right(keys, nxt.start())
+            stop = keys[end] if end < len(keys) else len(text)
+            if "autocast(" in text[nxt.start():stop]:
+                out.add(nxt.group(1))
+        pos = text.find("contextmanager", pos + 14)
+    return out
+
+
+def masked_source(text: str, force: bool = False, helpers=()) -> Masked | None:
     if "\r" in text:
         return None
     lines = text.split("\n")
@@ -66,6 +99,8 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
         if m is not None and not pattern.search(m.group(1)):
             extra.add(m.group(1))
         pos = text.find("GradScaler", pos + 10)
+    # callers of an AMP helper, this file's or (project mode) one the project defines
+    extra.update(n for n in (*amp_helpers(text), *helpers) if not pattern.search(n) and n + "(" in text)
     more = match_rows(text, SUMMARY_TOKENS)  # what the project summary records is kept too
     if extra:
         more += match_rows(text, re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(extra))) + r")\b"))
@@ -122,10 +157,11 @@ def masked_source(text: str, force: bool = False) -> Masked | None:
     return Masked("\n".join(out), [j + 1 for _s, j, _k, _n, rel in chunks if rel], dropped)
 
 
-def parse_masked(text: str, filename: str, force: bool = False) -> tuple[ast.Module, frozenset[str]] | None:
+def parse_masked(text: str, filename: str, force: bool = False, helpers=()) -> tuple[ast.Module, frozenset[str]] | None:
     """The tree of the masked text and the names of the definitions blanked out, or None
-    when the full text must be parsed instead."""
-    m = masked_source(text, force)
+    when the full text must be parsed instead. ``helpers``: names of the project's AMP
+    helpers (functions returning an autocast context or a GradScaler), whose callers are kept."""
+    m = masked_source(text, force, helpers)
     if m is None:
         return None
     try:

@@ -264,6 +264,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
         index.mentioned([os.path.splitext(os.path.basename(r.path))[0] for r in results
                          if r.path.endswith(".py") and any(d.code == "AMP301" for d in r.diagnostics)])
     wanted = _users_of(index, summaries)
+    index.amp_helpers = frozenset(n.decode() for n in wanted.words) if wanted is not None else frozenset()
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
     heirs = _ScalerHeirs.of(index, summaries) if enabled is None or "AMP301" in enabled else None
@@ -306,19 +307,26 @@ class _AnyOf:
 
 class _NamesNearby:
     """Names defined by some project files, and where a file that can import them lives: a
-    module of the same top-level package (absolute or relative import), or a script beside
-    one of those files (``from helpers import f``)."""
+    module of the same top-level package (absolute or relative import), a script beside
+    one of those files (``from helpers import f``), or a script in a directory above them
+    (``train.py`` at the root importing ``from pkg.utils.amp import amp_ctx``)."""
 
     def __init__(self, index, words: set[str], paths):
         self.index = index
         self.words = [n.encode() for n in sorted(words)]
         self.heads = {m.split(".", 1)[0] for p in paths if (m := index.module_of.get(absolute(p)))}
         self.dirs = {os.path.dirname(absolute(p)) for p in paths}
+        self.above = set()
+        for d in self.dirs:
+            while (up := os.path.dirname(d)) != d and d not in self.index.roots:
+                d = up
+                self.above.add(d)
 
     def may_import(self, ap: str) -> bool:
         """``ap``: an absolute path."""
         m = self.index.module_of.get(ap)
-        return (m is not None and m.split(".", 1)[0] in self.heads) or os.path.dirname(ap) in self.dirs
+        d = os.path.dirname(ap)
+        return (m is not None and m.split(".", 1)[0] in self.heads) or d in self.dirs or (d in self.above and (m is None or "." not in m))
 
 
 class _AutocastSubclassers(_NamesNearby):

@@ -12,6 +12,8 @@ A file is parsed only when the tokens some rule needs are present:
   name (``def step(s, opt)``) is understood from its call site in the same file, whose text
   names the scaler, so that file passes too;
 * ``autocast`` together with ``backward``: AMP002, AMP201;
+* ``autocast`` in a helper that hands it out (``return torch.autocast(...)``, or a file with
+  a ``@contextmanager`` that yields): project mode finds the callers that use AMP through it;
 * ``autocast(`` followed by ``)`` or a keyword other than ``device_type``: AMP103;
 * a framework that does AMP itself (AMP4xx): accelerate, the HF ``TrainingArguments`` or
   DeepSpeed together with ``fp16``, or Lightning together with ``16``: every fp16 setting those
@@ -45,6 +47,7 @@ _SCALER_ANY_CASE = re.compile(rb"(?i)scaler")
 # apex.amp is only reached through a name or attribute spelled `amp` (`from apex import amp`,
 # `apex.amp.initialize`, `import apex.amp as A`).
 _AMP_WORD = re.compile(rb"(?<![A-Za-z0-9_])amp(?![A-Za-z0-9_])")
+_RETURNS_AUTOCAST = re.compile(rb"return[ \t]+[\w.]*autocast[ \t]*\(")
 _AUTOCAST_NO_DEVICE = re.compile(rb"autocast\(\s*(?:\)|(?!device_type\b)[A-Za-z_]\w*\s*=(?!=))")
 
 
@@ -91,5 +94,7 @@ def may_contain_amp(data: bytes) -> bool:
     if has_autocast:
         if b"backward" in data:
             return True
+        if _RETURNS_AUTOCAST.search(data) is not None or (b"contextmanager" in data and b"yield" in data):
+            return True  # an autocast helper (`return torch.autocast(...)`, a @contextmanager): its callers' AMP
         return _AUTOCAST_NO_DEVICE.search(data) is not None
     return False

@@ -60,6 +60,7 @@ class _Builder:
         self._propagate_params()
         self._walk_scaler_callees()
         self._walk_scaler_name_users()
+        self._walk_helper_users()
         self._walk_inherited()
         self._walk_autocast_overrides()
         self._classify_events()
@@ -77,6 +78,25 @@ class _Builder:
         if not names:
             return
         pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
+        saved = self.rows
+        self.rows = match_rows(m.source, pattern)
+        todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]
+        self.rows = saved
+        self._walk_late(todo)
+
+    def _walk_helper_users(self) -> None:
+        """``with amp_ctx():`` / ``scaler = make_scaler()``: a function that uses AMP only
+        through a project helper (this file's or another module's, returning an autocast
+        context or a GradScaler) holds no relevant token of its own, so walk the functions
+        that call one by the name it is defined or imported under."""
+        m = self.m
+        idx = m._index
+        if idx is None or not self.declared:
+            return
+        names = {n for n in m.helper_names if not RELEVANT.search(n) and n + "(" in m.source}
+        if not names:
+            return
+        pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\s*\(")
         saved = self.rows
         self.rows = match_rows(m.source, pattern)
         todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]

@@ -135,6 +135,21 @@ class FileModel:
     def index(self, value) -> None:
         self._index = value
 
+    @cached_property
+    def helper_names(self) -> frozenset[str]:
+        """The names this file calls the project's AMP helpers by (functions returning an
+        autocast context or a GradScaler): its own top-level ones, and (project mode) those
+        the index found anywhere in the project, under the local name they are imported as."""
+        idx = self._index
+        out = set()
+        own = idx.summary(self.path) if idx is not None and hasattr(idx, "summary") and self.path else None
+        if own is not None:
+            out.update(q for q, f in own.functions.items() if "." not in q and f.returns in ("autocast", "GradScaler"))
+        helpers = getattr(idx, "amp_helpers", ())
+        if helpers:
+            out.update(local for local, q in self.module_scope.items() if q.rsplit(".", 1)[-1] in helpers)
+        return frozenset(out)
+
     def wrapper_returns(self, call: ast.Call, func) -> tuple[str | None, str | None]:
         """What a project function called as ``call`` returns: ``("GradScaler", None)`` for a
         scaler factory, ``("autocast", dtype)`` for an autocast wrapper (a function returning
@@ -142,7 +157,7 @@ class FileModel:
         when unknown. Only names that say so (``scaler``, ``autocast``, ``amp``, ``precision``)
         are looked up, so most calls cost nothing."""
         name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        if not WRAPPER_NAME.search(name or ""):
+        if not WRAPPER_NAME.search(name or "") and name not in self.helper_names:
             return None, None
         hit = self._resolve_in_project(call.func, qualify(call.func, func.scopes()), func)
         if hit is None:

@@ -334,7 +334,7 @@ def _dtype_of(call: ast.Call, defaults: dict | None = None) -> str | None:
     if not (isinstance(dev, ast.Constant) and isinstance(dev.value, str)) or dt is None:
         return None
     t = ast.unparse(dt)
-    kind = "float16" if t.endswith(("float16", "half")) else ("bfloat16" if t.endswith("bfloat16") else None)
+    kind = "bfloat16" if t.endswith("bfloat16") else ("float16" if t.endswith(("float16", "half")) else None)
     return f"{dev.value}:{kind}" if kind else None
 
 

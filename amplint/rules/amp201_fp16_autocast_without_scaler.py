@@ -23,7 +23,12 @@ class Fp16AutocastWithoutScaler(Rule):
 ## What it does
 Checks for a training loop (it calls `backward()` and steps an optimizer) whose forward pass
 runs under CUDA autocast with float16, in a file that uses no GradScaler and no framework
-that scales the loss (Accelerate, DeepSpeed, Lightning, apex, mmengine). A GradScaler method
+that scales the loss (Accelerate, DeepSpeed, Lightning, apex, mmengine). The autocast may be
+entered directly, through a variable every assignment of which holds a CUDA float16
+`torch.autocast(...)` (`ctx = torch.autocast("cuda") if amp else nullcontext()`, then
+`with ctx:`) or a `functools.partial(torch.autocast, "cuda", dtype=torch.float16)`, or
+through a project helper that returns one or is a `@contextmanager` entering one, in this
+file or another module, whatever the helper's name (`with amp_ctx():`). A GradScaler method
 called on an attribute named like a scaler (`context.grad_scaler.scale(loss)`, an object set
 up elsewhere) counts as a GradScaler in use.
 
@@ -173,6 +178,31 @@ def train_one_epoch(model, loader, optimizer, args, scaler):
             loss.backward()
             optimizer.step()
 """,
+        # a project wrapper entering bfloat16 autocast (its dtype ends in "float16" too)
+        """
+import torch
+def bf16_autocast():
+    return torch.autocast("cuda", dtype=torch.bfloat16)
+def train(model, loader, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        with bf16_autocast():
+            loss = model(x)
+        loss.backward()
+        optimizer.step()
+""",
+        # a bfloat16 autocast held in a variable
+        """
+import torch
+def train(model, loader, optimizer):
+    ctx = torch.autocast("cuda", dtype=torch.bfloat16)
+    for x, y in loader:
+        optimizer.zero_grad()
+        with ctx:
+            loss = model(x)
+        loss.backward()
+        optimizer.step()
+""",
     ]
     invalid = [
         # gradient accumulation: backward per micro-batch, the step in the loop around it; the
@@ -256,11 +286,57 @@ for x, y in loader:
     optimizer.step()
 """,
         ),
+        # a float16 autocast held in a variable (one arm of a conditional), or made by a
+        # functools.partial, entered in the loop
+        Invalid(
+            """
+import contextlib
+import torch
+def train(model, loader, optimizer, use_amp):
+    ctx = torch.autocast("cuda", dtype=torch.float16) if use_amp else contextlib.nullcontext()
+    for x, y in loader:
+        optimizer.zero_grad()
+        with ctx:
+            loss = model(x)
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        # a wrapper beside its caller, named for nothing AMP
+        Invalid(
+            """
+import torch
+def local_ctx():
+    return torch.autocast("cuda", dtype=torch.float16)
+def train(model, loader, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        with local_ctx():
+            loss = model(x)
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        Invalid(
+            """
+import functools
+import torch
+def train(model, loader, optimizer):
+    amp = functools.partial(torch.autocast, "cuda", dtype=torch.float16)
+    for x, y in loader:
+        optimizer.zero_grad()
+        with amp():
+            loss = model(x)
+        loss.backward()
+        optimizer.step()
+""",
+        ),
     ]
 
     def check(self, model):
         regions = [(call, f, ctx, stmt, True) for call, f, ctx, stmt in model.autocast_calls]
         regions += self._wrapper_regions(model)
+        regions += self._variable_regions(model)
         if not regions:
             return
         if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
@@ -306,6 +382,30 @@ for x, y in loader:
         for a in model.autocast_regions:
             if a.call is None and a.dtype == "cuda:float16" and a.enabled == "yes":
                 yield a.node, a.func, a.ctx, a.with_node, False
+
+    @staticmethod
+    def _variable_regions(model):
+        """``with ctx:`` / ``with amp():`` where the variable was assigned a CUDA float16
+        ``torch.autocast(...)`` (``ctx = torch.autocast("cuda") if amp else nullcontext()``)
+        or a ``functools.partial(torch.autocast, "cuda", dtype=torch.float16)``, every
+        assignment of it alike. Accelerate's ``accelerator.autocast`` is not one (it follows
+        the accelerator's own scaler)."""
+        for a in model.autocast_regions:
+            if a.enabled == "no" or a.func is None:
+                continue
+            e = a.node
+            partial = False
+            if a.call is not None:  # amp(): a call of a variable holding a partial of torch.autocast
+                if a.call is not e or not isinstance(e, ast.Call) or not isinstance(e.func, ast.Name) or e.args or e.keywords:
+                    continue
+                e, partial = e.func, True
+            elif not isinstance(e, (ast.Name, ast.Attribute)):
+                continue
+            key = model.key_of_expr(e, a.func)
+            assigns = model.assigns.get(key, ()) if key is not None else ()
+            if not assigns or not all(_fp16_cuda_value(model, x.value, x.func, partial) for x in assigns):
+                continue
+            yield a.node, a.func, a.ctx, a.with_node, False
 
     @staticmethod
     def _fix(model, f, ctx, loop, backs, steps):
@@ -372,3 +472,32 @@ def _scaler_named_calls(model) -> bool:
             if mc.called and mc.attr in ("scale", "step", "update", "unscale_") and isinstance(r, ast.Attribute) and SCALER_NAME.match(r.attr):
                 return True
     return False
+
+
+def _fp16_cuda_value(model, value, func, partial: bool) -> bool:
+    """Is ``value`` a CUDA float16 ``torch.autocast(...)`` (one arm of ``x if c else
+    nullcontext()`` may be the other context), or with ``partial`` a
+    ``functools.partial(torch.autocast, "cuda", dtype=torch.float16)``, enabled?"""
+    if value is None or func is None:
+        return False
+    if isinstance(value, ast.IfExp) and not partial:
+        arms = [v for v in (value.body, value.orelse) if not _null_context(v, func)]
+        return len(arms) == 1 and _fp16_cuda_value(model, arms[0], func, False)
+    if not isinstance(value, ast.Call):
+        return False
+    call = value
+    if partial:
+        q = qualify(value.func, func.scopes()) or ""
+        if q not in ("functools.partial", "partial") or not value.args or (qualify(value.args[0], func.scopes()) or "") not in (
+                "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"):
+            return False
+        call = ast.Call(func=value.args[0], args=value.args[1:], keywords=value.keywords)
+    elif (qualify(call.func, func.scopes()) or "") not in ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"):
+        return False  # accelerate's, or a deprecated spelling (its own rules), or unknown
+    if autocast_enabled_off(call):
+        return False
+    return described(model, call, func) == ("cuda", "float16")
+
+
+def _null_context(v, func) -> bool:
+    return isinstance(v, ast.Call) and (qualify(v.func, func.scopes()) or "").rsplit(".", 1)[-1] in ("nullcontext", "suppress")
