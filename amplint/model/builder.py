@@ -75,11 +75,13 @@ class _Builder:
             for k, assigns in m.assigns.items()
             if k[0] in ("A", "G", "L") and any(a.kind == "ctor" for a in assigns) and not RELEVANT.search(str(k[-1]))
         }
-        if not names:
-            return
-        pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
+        if names:
+            self._walk_matching(re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b"))
+
+    def _walk_matching(self, pattern: re.Pattern) -> None:
+        """Walk the functions not walked yet whose lines hold a match of ``pattern``."""
         saved = self.rows
-        self.rows = match_rows(m.source, pattern)
+        self.rows = match_rows(self.m.source, pattern)
         todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]
         self.rows = saved
         self._walk_late(todo)
@@ -94,14 +96,8 @@ class _Builder:
         if idx is None or not self.declared:
             return
         names = {n for n in m.helper_names if not RELEVANT.search(n) and n + "(" in m.source}
-        if not names:
-            return
-        pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\s*\(")
-        saved = self.rows
-        self.rows = match_rows(m.source, pattern)
-        todo = [f for f in self.declared if not f.walked and self.relevant(f.node)]
-        self.rows = saved
-        self._walk_late(todo)
+        if names:
+            self._walk_matching(re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\s*\("))
 
     def _walk_inherited(self) -> None:
         """In project mode, the methods of a class that a subclass elsewhere inherits while it

@@ -548,35 +548,25 @@ class Trainer:
             return None
         if key[0] == "L" and model.escapes(key, g):
             return None
-        for call, loop in calls_in_loops(model, g.name, g.cls is not None):
-            if _fresh_run_in(model, loop):
-                continue
-            return self.diagnostic(
-                model,
-                a.value if a.value is not None else a.node,
-                f"`{self._ctor_text(model, a)}` is built in `{g.name}()`, which is called from a loop (line "
-                f"{call.lineno}): every call restarts at scale 65536 with no growth history; build the scaler "
-                f"once and pass it in",
-                None,
-                a.stmt,
-            )
-        if g.cls is None and g.parent is not None and g.parent.node is model.tree and hasattr(model.index, "epoch_callers"):
+        caller = next((f"is called from a loop (line {call.lineno})"
+                       for call, loop in calls_in_loops(model, g.name, g.cls is not None) if not _fresh_run_in(model, loop)), None)
+        if caller is None and g.cls is None and g.parent is not None and g.parent.node is model.tree and hasattr(model.index, "epoch_callers"):
             # project mode: called once per epoch from another module (main.py's epoch loop)
             callers = model.index.epoch_callers(model.path, g.qualname)
             if callers:
                 path, line = callers[0]
                 roots = getattr(model.index, "roots", None) or [os.path.dirname(path)]
-                where = os.path.relpath(path, roots[0])  # stable: the same from any working directory
-                return self.diagnostic(
-                    model,
-                    a.value if a.value is not None else a.node,
-                    f"`{self._ctor_text(model, a)}` is built in `{g.name}()`, which `{where}` calls from a loop "
-                    f"(line {line}): every call restarts at scale 65536 with no growth history; build the scaler "
-                    f"once and pass it in",
-                    None,
-                    a.stmt,
-                )
-        return None
+                caller = f"`{os.path.relpath(path, roots[0])}` calls from a loop (line {line})"  # the same from any working directory
+        if caller is None:
+            return None
+        return self.diagnostic(
+            model,
+            a.value if a.value is not None else a.node,
+            f"`{self._ctor_text(model, a)}` is built in `{g.name}()`, which {caller}: every call restarts at scale "
+            f"65536 with no growth history; build the scaler once and pass it in",
+            None,
+            a.stmt,
+        )
 
     def _after_restore(self, model, key, a, uses):
         f = a.func
