@@ -50,33 +50,39 @@ class Masked:
 # A top-level helper that makes an AMP object for its callers: `return torch.autocast(...)`,
 # `return GradScaler(...)`, or a @contextmanager entering autocast. Its callers use AMP
 # through its name alone (`with amp_ctx():`), so the name is kept like a token.
-_RETURNS_AMP = re.compile(r"^[ \t]+return[ \t]+[\w.]*(?:autocast|GradScaler)[ \t]*\(", re.M)
-_TOP_DEF = re.compile(r"^(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)", re.M)
+_RETURNS_AMP = re.compile(r"[ \t]+return[ \t]+[\w.]*(?:autocast|GradScaler)[ \t]*\(")  # matched at a line start
+_TOP_DEF = re.compile(r"^(?:async[ \t]+)?(?:def|(class))[ \t]+([A-Za-z_]\w*)", re.M)  # a top-level def or class
 
 
 def amp_helpers(text: str) -> set[str]:
     """The names of the top-level functions of ``text`` that return an autocast context or a
     GradScaler (a line scan; the project summary decides, this only keeps their callers)."""
-    out: set[str] = set()
-    if "autocast" not in text and "GradScaler" not in text:
-        return out
-    starts = [(m.start(), m.group(1)) for m in _TOP_DEF.finditer(text)]
-    if not starts:
-        return out
+    hits = []  # offsets of `return ...autocast(` / `return ...GradScaler(` lines
+    for word in ("autocast", "GradScaler"):
+        pos = text.find(word)
+        while pos != -1:
+            bol = text.rfind("\n", 0, pos) + 1
+            if _RETURNS_AMP.match(text, bol) is not None:
+                hits.append(bol)
+            pos = text.find(word, pos + len(word))
+    cm = text.find("contextmanager") if "autocast(" in text else -1
+    if not hits and cm == -1:
+        return set()
+    starts = [(m.start(), None if m.group(1) else m.group(2)) for m in _TOP_DEF.finditer(text)]  # None: a class
     keys = [p for p, _n in starts]
-    for m in _RETURNS_AMP.finditer(text):
-        i = bisect.bisect_right(keys, m.start()) - 1
-        if i >= 0:
+    out: set[str] = set()
+    for bol in hits:
+        i = bisect.bisect_right(keys, bol) - 1
+        if i >= 0 and starts[i][1] is not None:
             out.add(starts[i][1])
-    pos = text.find("contextmanager")
-    while pos != -1:  # @contextmanager / @contextlib.contextmanager right above a top-level def
-        nxt = _TOP_DEF.search(text, pos)
-        if nxt is not None and text.count("\n", pos, nxt.start()) <= 2:
+    while cm != -1:  # @contextmanager / @contextlib.contextmanager right above a top-level def
+        nxt = _TOP_DEF.search(text, cm)
+        if nxt is not None and not nxt.group(1) and text.count("\n", cm, nxt.start()) <= 2:
             end = bisect.bisect_right(keys, nxt.start())
             stop = keys[end] if end < len(keys) else len(text)
             if "autocast(" in text[nxt.start():stop]:
-                out.add(nxt.group(1))
-        pos = text.find("contextmanager", pos + 14)
+                out.add(nxt.group(2))
+        cm = text.find("contextmanager", cm + 14)
     return out
 
 

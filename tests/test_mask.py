@@ -110,3 +110,21 @@ def test_def_line_inside_a_string_falls_back_to_the_full_parse(monkeypatch):
 def test_crlf_and_aliases_are_not_masked():
     assert masked_source("def f():\r\n    pass\r\n", force=True) is None
     assert masked_source("import torch\nGS = torch.cuda.amp.GradScaler\ndef f():\n    pass\n", force=True) is None
+
+
+def test_amp_helpers_are_the_top_level_functions_that_hand_out_amp_objects():
+    """Their callers are kept by the masking: a function returning an autocast context or a
+    GradScaler, or a @contextmanager entering autocast; not a method, not a function that
+    only uses autocast itself."""
+    from amplint.parse import amp_helpers
+
+    src = (
+        "import torch\nfrom contextlib import contextmanager\n\n"
+        "def amp_ctx():\n    return torch.autocast('cuda', dtype=torch.float16)\n\n"
+        "def make():\n    x = 1\n    return torch.amp.GradScaler('cuda')\n\n"
+        "@contextmanager\ndef mixed():\n    with torch.autocast('cuda'):\n        yield\n\n"
+        "def train():\n    with torch.autocast('cuda'):\n        pass\n    return 1\n\n"
+        "class A:\n    def m(self):\n        return torch.autocast('cuda')\n"
+    )
+    assert amp_helpers(src) == {"amp_ctx", "make", "mixed"}
+    assert amp_helpers("def f():\n    return 1\n") == set()
