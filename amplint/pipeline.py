@@ -268,7 +268,13 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
     subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
     heirs = _ScalerHeirs.of(index, summaries) if enabled is None or "AMP301" in enabled else None
-    per_call = enabled is None or "AMP302" in enabled
+    per_call = set()  # files with a top-level function that builds its own scaler and is called once per epoch elsewhere (AMP302)
+    if enabled is None or "AMP302" in enabled:
+        made = [(r.path, q) for r in results if r.summary is not None and not r.errors
+                for q, f in r.summary.functions.items() if f.builds_scaler and f.cls is None and "." not in q
+                and not any(c.callee == q for g in r.summary.functions.values() for c in g.calls)]  # not its own file's entry point
+        if made:
+            per_call = {p for p, _q in index.imported_by_name(made)}
     out = []
     for r, ap in zip(results, aps):
         if bases and ap in bases and not r.errors and r.path.endswith(".py"):
@@ -285,8 +291,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
             # a script that never resumes, a project that never does, a scaler attribute nothing uses
             or any(fact.injected for fact in r.summary.classes.values())  # a class handed its scaler (AMP301)
             or _returns_own_state(r.summary)  # a class whose state_dict() leaves out its scaler (AMP301)
-            or (per_call and any(f.builds_scaler and f.cls is None for f in r.summary.functions.values()))
-            # a function building its own scaler, which another module may call once per epoch (AMP302)
+            or ap in per_call  # a function building its own scaler, another module calls it once per epoch (AMP302)
         ):  # a checkpoint the file alone took for a training one, in a project that never resumes
             _configure_engine(settings, enabled)
             out.append(_reanalyse(r, index))

@@ -60,6 +60,11 @@ def module_name(path: str, roots: list[str]) -> str | None:
     return None
 
 
+def _imports_name(name: str) -> re.Pattern:
+    """``from X import ..., name`` (parenthesised over lines too)."""
+    return re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b" + re.escape(name) + r"\b", re.MULTILINE)
+
+
 # ``from X import a, b`` / ``import X``, anywhere (in functions too; in a notebook's JSON too)
 _IMPORTED = re.compile(rb"\bfrom\s+(\.*[\w.]*)\s+import\s+\(?\s*([\w]+(?:\s*,\s*\w+)*)|\bimport\s+([\w.]+)")
 
@@ -93,6 +98,7 @@ class ProjectIndex:
         self.project_files: list[str] = []
         self._script_restores: dict[str, bool | None] = {}
         self._mentions: dict[str, set[str]] = {}  # module stem -> project files naming it
+        self._epoch_callers: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (path, function) -> epoch_callers
         self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
         self._siblings: dict[tuple[str, tuple[str, ...]], tuple[str, int] | None] = {}  # (dir, import) -> module beside/above
 
@@ -239,32 +245,80 @@ class ProjectIndex:
         """The project function ``callee`` (as qualified in ``path``) denotes, or None."""
         return self._resolve(path, callee, cls, _depth, self._lookup)
 
+    def imported_by_name(self, functions) -> set[tuple[str, str]]:
+        """The ``(path, qual)`` of ``functions`` (top-level functions) that another project
+        file imports by name from their module and calls (``from engine import
+        train_one_epoch`` ... ``train_one_epoch(``). One read of the project for all of them,
+        plain byte finds first (the name called, the module's last name), the import pattern
+        only on the files that hold both."""
+        want = []
+        for path, qual in functions:
+            ap = absolute(path)
+            mod = self.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
+            want.append((ap, qual, (qual + "(").encode(), mod.rsplit(".", 1)[-1].encode(), _imports_name(qual)))
+        out: set[tuple[str, str]] = set()
+        for f in self.project_files:
+            if len(out) == len(want):
+                break
+            data = None
+            for ap, qual, call, last, pattern in want:
+                if (ap, qual) in out or f == ap:
+                    continue
+                if data is None:
+                    try:
+                        with open(f, "rb") as fh:
+                            data = fh.read()
+                    except OSError:
+                        break
+                if call in data and last in data and b"import" in data and pattern.search(data.decode("utf-8", "replace")):
+                    out.add((ap, qual))
+        return out
+
+    def _text(self, ap: str) -> str | None:
+        from amplint.source import SourceError, read_source
+
+        try:
+            return read_source(ap).text
+        except SourceError:
+            return None
+
     def epoch_callers(self, path: str, qual: str) -> list[tuple[str, int]]:
         """``(caller path, line)`` of each call, in another file of the project, of the
         top-level function ``qual`` of ``path`` inside a loop of the caller that is not a loop
         over runs (its body builds no optimizer or model, its target names no fold, seed or
-        config): once per epoch. The callers are read among the project files that name the
-        function (one read of the project per name; each of those files parsed whole, since
-        an entry point often holds no AMP token and is neither screened in nor summarised)."""
+        config): once per epoch. The callers are the project files that import it by name from
+        its module (byte finds first, one read of the project per function; each of them parsed
+        whole, since an entry point often holds no AMP token and is neither screened in nor
+        summarised)."""
         from amplint.model.queries_extra import _calls_in_loops, fresh_run_loop
 
         ap = absolute(path)
         if not self.project_files or "." in qual:
             return []
-        self.mentioned([qual])
-        imports = re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b" + re.escape(qual) + r"\b", re.MULTILINE)
+        memo = self._epoch_callers.get((ap, qual))
+        if memo is not None:
+            return memo
+        imports = _imports_name(qual)
+        called = (qual + "(").encode()
+        mod = self.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
+        last = mod.rsplit(".", 1)[-1].encode()
         out = []
-        for f in sorted(self._mentions.get(qual, set()) - {ap}):
-            if not f.endswith(".py"):
+        for f in self.project_files:
+            if f == ap or not f.endswith(".py"):
                 continue
             try:
-                from amplint.source import SourceError, read_source
-
-                text = read_source(f).text
-                if qual + "(" not in text or imports.search(text) is None:
-                    continue  # not a caller that imports it by name
+                with open(f, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            if called not in data or last not in data or b"import" not in data:
+                continue  # byte finds first: most files name neither
+            text = self._text(f)
+            if text is None or imports.search(text) is None:
+                continue  # not a caller that imports it by name
+            try:
                 tree = ast.parse(text)
-            except (SourceError, SyntaxError, ValueError, RecursionError, MemoryError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             scope: dict[str, str] = {}
             for st in ast.walk(tree):
@@ -276,6 +330,7 @@ class ProjectIndex:
                     continue
                 if not fresh_run_loop(loop, scope, lambda n: ast.get_source_segment(text, n) or ""):
                     out.append((f, call.lineno))
+        self._epoch_callers[(ap, qual)] = out
         return out
 
     def resolve_call(self, path: str, c, cls: str | None = None) -> tuple[str, FuncSummary] | None:

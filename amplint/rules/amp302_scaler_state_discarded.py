@@ -550,8 +550,9 @@ class Trainer:
             return None
         caller = next((f"is called from a loop (line {call.lineno})"
                        for call, loop in calls_in_loops(model, g.name, g.cls is not None) if not _fresh_run_in(model, loop)), None)
-        if caller is None and g.cls is None and g.parent is not None and g.parent.node is model.tree and hasattr(model.index, "epoch_callers"):
-            # project mode: called once per epoch from another module (main.py's epoch loop)
+        if (caller is None and g.cls is None and g.parent is not None and g.parent.node is model.tree
+                and model.source.count(g.name + "(") == 1 and hasattr(model.index, "epoch_callers")):
+            # project mode, a function its own file never calls: once per epoch from another module (main.py's epoch loop)
             callers = model.index.epoch_callers(model.path, g.qualname)
             if callers:
                 path, line = callers[0]
