@@ -60,6 +60,24 @@ def module_name(path: str, roots: list[str]) -> str | None:
     return None
 
 
+def _read_regular(path: str) -> bytes | None:
+    """The bytes of a regular file, else None: a FIFO, a device or a link to one named x.py
+    (``/dev/zero``) must neither hang nor exhaust the run (as in amplint.source)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    try:
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read()
+    except OSError:
+        return None
+
+
 def _imports_name(name: str) -> re.Pattern:
     """``from X import ..., name`` (parenthesised over lines too)."""
     return re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b" + re.escape(name) + r"\b", re.MULTILINE)
@@ -151,10 +169,8 @@ class ProjectIndex:
             p = todo.pop()
             if p in self.restoring_files:
                 return True
-            try:
-                with open(p, "rb") as fh:
-                    data = fh.read()
-            except OSError:
+            data = _read_regular(p)
+            if data is None:
                 return None
             for m in _IMPORTED.finditer(data):
                 first = (m.group(1) or m.group(3)).decode("ascii", "replace")
@@ -228,10 +244,8 @@ class ProjectIndex:
             words = {st: (st.encode(), re.compile(rb"\b" + re.escape(st.encode()) + rb"\b")) for st in todo}
             found: dict[str, set[str]] = {st: set() for st in todo}
             for f in self.project_files:
-                try:
-                    with open(f, "rb") as fh:
-                        data = fh.read()
-                except OSError:
+                data = _read_regular(f)
+                if data is None:
                     continue
                 for st, (key, word) in words.items():
                     if key in data and word.search(data):
@@ -255,7 +269,7 @@ class ProjectIndex:
         for path, qual in functions:
             ap = absolute(path)
             mod = self.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
-            want.append((ap, qual, (qual + "(").encode(), mod.rsplit(".", 1)[-1].encode(), _imports_name(qual)))
+            want.append((ap, qual, (qual + "(").encode("utf-8", "surrogateescape"), mod.rsplit(".", 1)[-1].encode("utf-8", "surrogateescape"), _imports_name(qual)))
         out: set[tuple[str, str]] = set()
         for f in self.project_files:
             if len(out) == len(want):
@@ -265,10 +279,8 @@ class ProjectIndex:
                 if (ap, qual) in out or f == ap:
                     continue
                 if data is None:
-                    try:
-                        with open(f, "rb") as fh:
-                            data = fh.read()
-                    except OSError:
+                    data = _read_regular(f)
+                    if data is None:
                         break
                 if call in data and last in data and b"import" in data and pattern.search(data.decode("utf-8", "replace")):
                     out.add((ap, qual))
@@ -299,17 +311,15 @@ class ProjectIndex:
         if memo is not None:
             return memo
         imports = _imports_name(qual)
-        called = (qual + "(").encode()
+        called = (qual + "(").encode("utf-8", "surrogateescape")
         mod = self.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
-        last = mod.rsplit(".", 1)[-1].encode()
+        last = mod.rsplit(".", 1)[-1].encode("utf-8", "surrogateescape")
         out = []
         for f in self.project_files:
             if f == ap or not f.endswith(".py"):
                 continue
-            try:
-                with open(f, "rb") as fh:
-                    data = fh.read()
-            except OSError:
+            data = _read_regular(f)
+            if data is None:
                 continue
             if called not in data or last not in data or b"import" not in data:
                 continue  # byte finds first: most files name neither
