@@ -58,7 +58,8 @@ def split_lines(text: str) -> list[str]:
     return io.StringIO(text, newline="").readlines()
 
 
-def read_source(path: str) -> Source:
+def read_bytes(path: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file and its stat; ``SourceError`` for anything else."""
     try:
         # O_NONBLOCK and the S_ISREG check: a FIFO or a device named x.py must not hang the run
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
@@ -66,9 +67,13 @@ def read_source(path: str) -> Source:
             st = os.fstat(fh.fileno())
             if not stat_mod.S_ISREG(st.st_mode):
                 raise SourceError("Is a directory" if stat_mod.S_ISDIR(st.st_mode) else "Not a regular file")
-            data = fh.read()
+            return fh.read(), st
     except OSError as exc:
         raise SourceError(exc.strerror or str(exc)) from None
+
+
+def read_source(path: str) -> Source:
+    data, st = read_bytes(path)
     text, encoding = decode(data)
     return Source(path, data, text, encoding, st.st_mtime_ns, st.st_size)
 

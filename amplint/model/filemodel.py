@@ -200,23 +200,14 @@ class FileModel:
             if made is not None:
                 hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
             elif (declared := self._declared_param_class(callee.value, func)) is not None:
-                hit = self._declared_method(declared, callee.attr)  # def train(..., saver: Saver): saver.save(...)
+                hit = self.index.resolve_declared(self.path, f"{declared}.{callee.attr}")  # def train(..., saver: Saver): saver.save(...)
         if hit is None and isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Attribute):
             made = self._attr_class(callee.value, func)  # self.ckpt = CheckpointManager(...); self.ckpt.save(...)
             if made is not None:
                 hit = self.index.resolve(self.path, f"{made}.{callee.attr}", None)
             elif (declared := self._attr_class(callee.value, func, declared=True)) is not None:
-                hit = self._declared_method(declared, callee.attr)  # self.model: LanguageModel = model
+                hit = self.index.resolve_declared(self.path, f"{declared}.{callee.attr}")  # self.model: LanguageModel = model
         return hit
-
-    def _declared_method(self, declared: str, method: str):
-        """The method ``method`` of the project class an annotation declares, when no project
-        class derived from it defines its own ``method`` (the object may be one of those)."""
-        hit = self.index.resolve(self.path, f"{declared}.{method}", None)
-        if hit is None:
-            return None
-        owner = hit[1].qualname.rsplit(".", 1)[0]
-        return None if self.index.overridden_below(hit[0], owner, method) else hit
 
     def _declared_param_class(self, name: ast.Name, func) -> str | None:
         """The class a parameter's annotation declares (``saver: Saver``) when the function

@@ -62,25 +62,39 @@ def module_name(path: str, roots: list[str]) -> str | None:
 
 def _read_regular(path: str) -> bytes | None:
     """The bytes of a regular file, else None: a FIFO, a device or a link to one named x.py
-    (``/dev/zero``) must neither hang nor exhaust the run (as in amplint.source)."""
-    import stat
+    (``/dev/zero``) must neither hang nor exhaust the run."""
+    from amplint.source import SourceError, read_bytes
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError:
-        return None
-    try:
-        with open(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            return fh.read()
-    except OSError:
+        return read_bytes(path)[0]
+    except SourceError:
         return None
 
 
-def _imports_name(name: str) -> re.Pattern:
-    """``from X import ..., name`` (parenthesised over lines too)."""
-    return re.compile(r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b" + re.escape(name) + r"\b", re.MULTILINE)
+class _Importer:
+    """How a file that imports top-level function ``qual`` of module file ``ap`` by name and
+    calls it reads: byte finds first (the call, the module's last name, ``import``), then
+    ``from X import ..., qual`` (parenthesised over lines too) on the decoded text."""
+
+    def __init__(self, index: "ProjectIndex", ap: str, qual: str):
+        mod = index.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
+        self.ap, self.qual = ap, qual
+        self.called = (qual + "(").encode("utf-8", "surrogateescape")
+        self.last = mod.rsplit(".", 1)[-1].encode("utf-8", "surrogateescape")
+        self.pattern = re.compile(
+            r"^[ \t]*from[ \t]+[\w.]+[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b" + re.escape(qual) + r"\b", re.MULTILINE)
+
+    def text_of(self, f: str, data: bytes) -> str | None:
+        """``data`` (the bytes of project file ``f``) decoded when ``f`` is such an importer."""
+        if f == self.ap or self.called not in data or self.last not in data or b"import" not in data:
+            return None
+        from amplint.source import SourceError, decode
+
+        try:
+            text = decode(data)[0]
+        except SourceError:
+            return None
+        return text if self.pattern.search(text) else None
 
 
 # ``from X import a, b`` / ``import X``, anywhere (in functions too; in a notebook's JSON too)
@@ -262,46 +276,29 @@ class ProjectIndex:
     def imported_by_name(self, functions) -> set[tuple[str, str]]:
         """The ``(path, qual)`` of ``functions`` (top-level functions) that another project
         file imports by name from their module and calls (``from engine import
-        train_one_epoch`` ... ``train_one_epoch(``). One read of the project for all of them,
-        plain byte finds first (the name called, the module's last name), the import pattern
-        only on the files that hold both."""
-        want = []
-        for path, qual in functions:
-            ap = absolute(path)
-            mod = self.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
-            want.append((ap, qual, (qual + "(").encode("utf-8", "surrogateescape"), mod.rsplit(".", 1)[-1].encode("utf-8", "surrogateescape"), _imports_name(qual)))
+        train_one_epoch`` ... ``train_one_epoch(``): one read of the project for all of them."""
+        want = [_Importer(self, absolute(path), qual) for path, qual in functions]
         out: set[tuple[str, str]] = set()
         for f in self.project_files:
             if len(out) == len(want):
                 break
             data = None
-            for ap, qual, call, last, pattern in want:
-                if (ap, qual) in out or f == ap:
+            for w in want:
+                if (w.ap, w.qual) in out:
                     continue
-                if data is None:
-                    data = _read_regular(f)
-                    if data is None:
-                        break
-                if call in data and last in data and b"import" in data and pattern.search(data.decode("utf-8", "replace")):
-                    out.add((ap, qual))
+                if data is None and (data := _read_regular(f)) is None:
+                    break
+                if w.text_of(f, data) is not None:
+                    out.add((w.ap, w.qual))
         return out
-
-    def _text(self, ap: str) -> str | None:
-        from amplint.source import SourceError, read_source
-
-        try:
-            return read_source(ap).text
-        except SourceError:
-            return None
 
     def epoch_callers(self, path: str, qual: str) -> list[tuple[str, int]]:
         """``(caller path, line)`` of each call, in another file of the project, of the
         top-level function ``qual`` of ``path`` inside a loop of the caller that is not a loop
         over runs (its body builds no optimizer or model, its target names no fold, seed or
         config): once per epoch. The callers are the project files that import it by name from
-        its module (byte finds first, one read of the project per function; each of them parsed
-        whole, since an entry point often holds no AMP token and is neither screened in nor
-        summarised)."""
+        its module (one read of the project per function; each of them parsed whole, since an
+        entry point often holds no AMP token and is neither screened in nor summarised)."""
         from amplint.model.queries_extra import _calls_in_loops, fresh_run_loop
 
         ap = absolute(path)
@@ -310,22 +307,11 @@ class ProjectIndex:
         memo = self._epoch_callers.get((ap, qual))
         if memo is not None:
             return memo
-        imports = _imports_name(qual)
-        called = (qual + "(").encode("utf-8", "surrogateescape")
-        mod = self.module_of.get(ap) or os.path.splitext(os.path.basename(ap))[0]
-        last = mod.rsplit(".", 1)[-1].encode("utf-8", "surrogateescape")
+        probe = _Importer(self, ap, qual)
         out = []
         for f in self.project_files:
-            if f == ap or not f.endswith(".py"):
+            if not f.endswith(".py") or (data := _read_regular(f)) is None or (text := probe.text_of(f, data)) is None:
                 continue
-            data = _read_regular(f)
-            if data is None:
-                continue
-            if called not in data or last not in data or b"import" not in data:
-                continue  # byte finds first: most files name neither
-            text = self._text(f)
-            if text is None or imports.search(text) is None:
-                continue  # not a caller that imports it by name
             try:
                 tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -334,20 +320,26 @@ class ProjectIndex:
             for st in ast.walk(tree):
                 if isinstance(st, (ast.Import, ast.ImportFrom)):
                     add_import(scope, st)
-            for call, loop in _calls_in_loops(tree, qual, False):
-                hit = self.resolve(f, scope.get(qual, qual))
-                if hit is None or hit[0] != ap or hit[1].qualname != qual:
-                    continue
-                if not fresh_run_loop(loop, scope, lambda n: ast.get_source_segment(text, n) or ""):
-                    out.append((f, call.lineno))
+            hit = self.resolve(f, scope.get(qual, qual))
+            if hit is None or hit[0] != ap or hit[1].qualname != qual:
+                continue  # the name there is another function
+            out.extend((f, call.lineno) for call, loop in _calls_in_loops(tree, qual, False)
+                       if not fresh_run_loop(loop, scope, lambda n: ast.get_source_segment(text, n) or ""))
         self._epoch_callers[(ap, qual)] = out
         return out
 
     def resolve_call(self, path: str, c, cls: str | None = None) -> tuple[str, FuncSummary] | None:
         """The project function the call ``c`` (a CallFact) reaches. A method of a class only
         an annotation declares counts while no project class derived from it redefines it."""
-        hit = self.resolve(path, c.callee, cls)
-        if hit is not None and getattr(c, "declared", False):
+        if getattr(c, "declared", False):
+            return self.resolve_declared(path, c.callee)
+        return self.resolve(path, c.callee, cls)
+
+    def resolve_declared(self, path: str, callee: str) -> tuple[str, FuncSummary] | None:
+        """``Class.method`` where only an annotation declares the object's class: the method,
+        unless a project class derived from the one that defines it redefines it."""
+        hit = self.resolve(path, callee)
+        if hit is not None:
             owner, _dot, method = hit[1].qualname.rpartition(".")
             if not owner or self.overridden_below(hit[0], owner, method):
                 return None

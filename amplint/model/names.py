@@ -193,11 +193,10 @@ def state_owner(n) -> ast.expr | None:
 WRAPPER_CLASSES = frozenset({"timm.utils.NativeScaler", "timm.utils.cuda.NativeScaler"})
 
 
-def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
-    """``self.<attr> = Name(...)``: the attributes the methods of ``cls_node`` assign exactly
-    once, from a call of a name the module imports or defines (not a torch one), mapped to
-    that qualified name: the class whose methods ``self.<attr>.m()`` runs
-    (``self.ckpt = CheckpointManager(out)``)."""
+def _self_assignments(cls_node: ast.ClassDef) -> dict[str, list]:
+    """attr -> one ``(statement, method, whole)`` per assignment of ``self.<attr>`` in the
+    methods of ``cls_node``; ``whole``: the attribute is the whole target (not an element of
+    a tuple target, not augmented)."""
     made: dict[str, list] = {}
     for m in cls_node.body:
         if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.args.args:
@@ -213,11 +212,19 @@ def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
             for t in targets:
                 for x in ([t] if isinstance(t, ast.Attribute) else ast.walk(t) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else ()):
                     if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == me:
-                        made.setdefault(x.attr, []).append(n.value if t is x and not isinstance(n, ast.AugAssign) else None)
+                        made.setdefault(x.attr, []).append((n, m, t is x and not isinstance(n, ast.AugAssign)))
+    return made
+
+
+def attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
+    """``self.<attr> = Name(...)``: the attributes the methods of ``cls_node`` assign exactly
+    once, from a call of a name the module imports or defines (not a torch one), mapped to
+    that qualified name: the class whose methods ``self.<attr>.m()`` runs
+    (``self.ckpt = CheckpointManager(out)``)."""
     out = {}
-    for attr, values in made.items():
-        if len(values) == 1 and isinstance(values[0], ast.Call):
-            q = qualify(values[0].func, [scope])
+    for attr, made in _self_assignments(cls_node).items():
+        if len(made) == 1 and made[0][2] and isinstance(made[0][0].value, ast.Call):
+            q = qualify(made[0][0].value.func, [scope])
             if q and not q.startswith("torch."):
                 out[attr] = q
     return out
@@ -254,26 +261,17 @@ def declared_attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
     """``self.<attr>: Saver = saver`` or ``self.<attr> = saver`` with a parameter
     ``saver: Saver``: the attributes the methods of ``cls_node`` assign exactly once, from a
     value whose class is only declared, mapped to that class's qualified name."""
-    made: dict[str, list] = {}
-    for m in cls_node.body:
-        if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) or not m.args.args:
-            continue
-        me = m.args.args[0].arg
-        anns = {a.arg: a.annotation for a in (*m.args.posonlyargs, *m.args.args, *m.args.kwonlyargs) if a.annotation is not None}
-        for n in _statements(m.body):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else ()
-            for t in targets:
-                for x in ([t] if isinstance(t, ast.Attribute) else ast.walk(t) if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) else ()):
-                    if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == me:
-                        ann = None
-                        if t is x and isinstance(n, ast.AnnAssign) and n.value is not None and not isinstance(n.value, ast.Call):
-                            ann = n.annotation
-                        elif t is x and isinstance(n, ast.Assign) and isinstance(n.value, ast.Name):
-                            ann = anns.get(n.value.id)
-                        made.setdefault(x.attr, []).append(ann)
     out = {}
-    for attr, values in made.items():
-        if len(values) == 1 and values[0] is not None and (q := declared_class(values[0], scope)):
+    for attr, made in _self_assignments(cls_node).items():
+        if len(made) != 1 or not made[0][2]:
+            continue
+        n, m, _whole = made[0]
+        ann = None
+        if isinstance(n, ast.AnnAssign) and n.value is not None and not isinstance(n.value, ast.Call):
+            ann = n.annotation
+        elif isinstance(n, ast.Assign) and isinstance(n.value, ast.Name):
+            ann = next((a.annotation for a in (*m.args.posonlyargs, *m.args.args, *m.args.kwonlyargs) if a.arg == n.value.id), None)
+        if ann is not None and (q := declared_class(ann, scope)):
             out[attr] = q
     return out
 

@@ -8,7 +8,7 @@ from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
 from amplint.rules._autocast import autocast_enabled_off, described, enabled_flag
-from amplint.model.names import SCALER_NAME, qualify
+from amplint.model.names import SCALER_NAME, canonical, qualify
 from amplint.model.queries_extra import ancestry
 
 FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
@@ -488,12 +488,11 @@ def _fp16_cuda_value(model, value, func, partial: bool) -> bool:
     call = value
     if partial:
         q = qualify(value.func, func.scopes()) or ""
-        if q not in ("functools.partial", "partial") or not value.args or (qualify(value.args[0], func.scopes()) or "") not in (
-                "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"):
+        if q not in ("functools.partial", "partial") or not value.args or canonical(qualify(value.args[0], func.scopes())) != "autocast":
             return False
         call = ast.Call(func=value.args[0], args=value.args[1:], keywords=value.keywords)
-    elif (qualify(call.func, func.scopes()) or "") not in ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"):
-        return False  # accelerate's, or a deprecated spelling (its own rules), or unknown
+    elif canonical(qualify(call.func, func.scopes())) != "autocast":
+        return False  # accelerate's, or unknown
     if autocast_enabled_off(call):
         return False
     return described(model, call, func) == ("cuda", "float16")
