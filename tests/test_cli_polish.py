@@ -279,6 +279,27 @@ def test_select_all_includes_opt_in_rules_but_not_preview(proj):
 
 
 def test_select_all_needs_preview_for_preview_rules(proj):
+    (proj / "acc.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from accelerate import Accelerator
+            accelerator = Accelerator(mixed_precision="fp16")
+            for batch in loader:
+                accelerator.backward(model(batch))
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+            """
+        )
+    )
+    r = run_amplint("check", "--no-cache", "--output-format", "json", "--select", "ALL", "acc.py", cwd=proj)
+    assert "AMP401" not in {d["code"] for d in json.loads(r.stdout)}
+    r = run_amplint("check", "--no-cache", "--output-format", "json", "--select", "ALL", "--preview", "acc.py", cwd=proj)
+    assert "AMP401" in {d["code"] for d in json.loads(r.stdout)}
+
+
+def test_checkpoint_rule_runs_by_default(proj):
     (proj / "ck.py").write_text(
         textwrap.dedent(
             """\
@@ -297,10 +318,8 @@ def test_select_all_needs_preview_for_preview_rules(proj):
             """
         )
     )
-    r = run_amplint("check", "--no-cache", "--output-format", "json", "--select", "ALL", "ck.py", cwd=proj)
-    assert "AMP301" not in {d["code"] for d in json.loads(r.stdout)}
-    r = run_amplint("check", "--no-cache", "--output-format", "json", "--select", "ALL", "--preview", "ck.py", cwd=proj)
-    assert "AMP301" in {d["code"] for d in json.loads(r.stdout)}
+    r = run_amplint("check", "--no-cache", "--output-format", "json", "ck.py", cwd=proj)
+    assert [d["code"] for d in json.loads(r.stdout)] == ["AMP301"]
 
 
 # 9. -j ------------------------------------------------------------------------------------

@@ -103,8 +103,8 @@ def _enabled(**kw):
 def test_default_selection_leaves_out_opt_in_and_preview_rules():
     default = _enabled()
     assert default == {c for c, r in ALL_RULES.items() if r.default and not r.preview}
-    assert "AMP203" not in default and "AMP301" not in default and "AMP001" in default
-    assert "AMP301" in _enabled(preview=True) and "AMP203" not in _enabled(preview=True)
+    assert "AMP203" not in default and "AMP401" not in default and "AMP001" in default and "AMP301" in default
+    assert "AMP401" in _enabled(preview=True) and "AMP203" not in _enabled(preview=True)
 
 
 def test_select_prefixes_exact_codes_and_all():
@@ -113,14 +113,15 @@ def test_select_prefixes_exact_codes_and_all():
     # prefixes do not switch on opt-in rules; exact codes do (preview rules need their exact code)
     assert "AMP203" not in _enabled(select=("AMP2",))
     assert _enabled(select=("AMP203",)) == {"AMP203"}
-    assert _enabled(select=("AMP301",)) == {"AMP301"}
-    assert _enabled(select=("AMP3",)) == {"AMP302"}  # AMP301 is preview: a prefix does not switch it on
+    assert _enabled(select=("AMP401",)) == {"AMP401"}
+    assert _enabled(select=("AMP4",)) == set()  # AMP4xx are preview: a prefix does not switch them on
+    assert _enabled(select=("AMP3",)) == {"AMP301", "AMP302"}
     assert _enabled(select=("ALL",)) == _enabled() | {"AMP203"}  # ALL means all, opt-in included (not preview)
     assert _enabled(select=("AMP001",), extend_select=("AMP203",)) == {"AMP001", "AMP203"}
     assert _enabled(select=("AMP001",), extend_select=("AMP10",)) == {"AMP001", "AMP101", "AMP102", "AMP103", "AMP104"}
     assert _enabled(select=("AMP001", "amp004 ")) == {"AMP001", "AMP004"}  # every selector counts
     # extend-select: an exact preview code needs no preview mode, a prefix does
-    assert "AMP301" in _enabled(extend_select=(" amp301",)) and "AMP301" not in _enabled(extend_select=("AMP3",))
+    assert "AMP401" in _enabled(extend_select=(" amp401",)) and "AMP401" not in _enabled(extend_select=("AMP4",))
 
 
 def test_ignore_wins_over_select():

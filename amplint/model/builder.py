@@ -60,6 +60,7 @@ class _Builder:
         self._propagate_params()
         self._walk_scaler_callees()
         self._walk_scaler_name_users()
+        self._walk_scaler_owners()
         self._walk_helper_users()
         self._walk_inherited()
         self._walk_autocast_overrides()
@@ -77,6 +78,17 @@ class _Builder:
         }
         if names:
             self._walk_matching(re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b"))
+
+    def _walk_scaler_owners(self) -> None:
+        """``self.scaler = GradScaler()``: every method of that class runs with the object's
+        scaler, optimizer and model, whatever tokens its own lines hold (``fit()`` calls
+        ``self.train_step()`` and then ``save_checkpoint(dir, self.model, self.optimizer)``),
+        so the class's methods are walked as one object."""
+        m = self.m
+        owners = {k[1] for k, assigns in m.assigns.items() if k[0] == "A" and any(a.kind == "ctor" for a in assigns)}
+        if not owners:
+            return
+        self._walk_late([f for qual, info in m.classes.items() if qual in owners for f in info.methods.values() if not f.walked])
 
     def _walk_matching(self, pattern: re.Pattern) -> None:
         """Walk the functions not walked yet whose lines hold a match of ``pattern``."""

@@ -52,6 +52,22 @@ The fix rewrites `optimizer.step()` to `scaler.step(optimizer)` and inserts
 then calls the same `optimizer.step()`.
 """
     valid = [
+        # a second, fp32 optimizer: its own loss is back-propagated unscaled before the scaled
+        # backward, and the scaler steps the other optimizer
+        """
+import torch
+def train(model, critic, loader, opt, opt_critic, scaler):
+    for x, y in loader:
+        opt.zero_grad()
+        opt_critic.zero_grad()
+        critic(x.float()).mean().backward()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt_critic.step()
+""",
         # a helper runs its own plain backward between the scaled one and the step
         """
 import torch
@@ -143,6 +159,31 @@ optimizer.step()
 """,
     ]
     invalid = [
+        # an unscaled auxiliary backward does not excuse the only optimizer's plain step
+        Invalid(
+            """
+import torch
+def train(model, aux, loader, opt, scaler):
+    for x, y in loader:
+        aux(x).mean().backward()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).mean()
+        scaler.scale(loss).backward()
+        opt.step()
+        scaler.update()
+""",
+            """
+import torch
+def train(model, aux, loader, opt, scaler):
+    for x, y in loader:
+        aux(x).mean().backward()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+""",
+        ),
         # the scaled backward runs in a helper; the caller steps a second optimizer itself
         Invalid(
             """
@@ -347,6 +388,8 @@ for i, x in enumerate(loader):
         for u in events:
             if u.kind in ("backward", "framework_backward") and not u.scaled and b.seq < u.seq < p.seq and u.co_occurs(p) and u.co_occurs(b):
                 return None  # p steps the gradients of an unscaled backward
+        if p.optimizer and _steps_an_unscaled_loss(events, b, p):
+            return None
         # p sits in a branch of its own whose test is about AMP (`if not use_amp: opt.step()`)
         for lit in p.ctx.lits - b.ctx.lits:
             if lit.key and amp_ish(lit.key):
@@ -383,6 +426,22 @@ for i, x in enumerate(loader):
 
 def _root(text: str) -> str:
     return text.split(".", 1)[0].split("[", 1)[0]
+
+
+def _steps_an_unscaled_loss(events, b, p) -> bool:
+    """A second optimizer with a loss of its own: the scaler steps another optimizer for the
+    scaled backward ``b`` in the same iteration, and an unscaled backward (an fp32 critic, an
+    auxiliary model) runs in that iteration too, before ``p``. ``p`` steps that loss's
+    gradients as plain fp32 training does, so it is not known to bypass the scaler."""
+    p_loops = set(map(id, p.loops))
+    other = any(
+        e.kind == "step" and e.scaler == b.scaler and e.optimizer and e.optimizer != p.optimizer
+        and e.co_occurs(p) and e.co_occurs(b) for e in events
+    )
+    return other and any(
+        u.kind in ("backward", "framework_backward") and not u.scaled and u.seq < p.seq and u.co_occurs(p)
+        and set(map(id, u.loops)) == p_loops for u in events
+    )
 
 
 def _in_optimizer_loop(p) -> bool:

@@ -55,10 +55,43 @@ scaler steps in that iteration. It is safe: `scaler.step` does not unscale again
 offered only when one optimizer is stepped, the clip runs exactly as often as the step (the
 same loops, and no condition on the step that the clip lacks: a clip on every micro-batch
 with the step under `if (i + 1) % accum == 0:` would unscale twice per step and raise), the
-clip is not a `return` statement, and no `unscale_` follows the clip (a second `unscale_`
-would raise). A norm divided by `scaler.get_scale()` by hand is not reported.
+clip is not a `return` statement, no `unscale_` follows the clip (a second `unscale_`
+would raise), and the norm the clip returns is not divided by the scale later (it would then be
+unscaled twice). A norm divided by `scaler.get_scale()` by hand is not reported, in the same
+statement or, for a norm that is only read (`p.grad.norm()`, `get_total_norm`, a clip with an
+infinite threshold), in a later statement of the function (`gn = gn / scaler.get_scale()`). A
+real clip is reported whatever is done with the norm it returns.
 """
     valid = [
+        # a norm read on the scaled gradients, divided by the scale in a later statement
+        """
+import torch
+def train(model, loader, optimizer, scaler, log):
+    for x in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).mean()
+        scaler.scale(loss).backward()
+        gn = torch.norm(torch.stack([p.grad.norm(2) for p in model.parameters()]), 2)
+        gn = gn / scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        log(gn)
+""",
+        # the same through a name bound to the scale, and an in-place division
+        """
+import torch
+def train(model, loader, optimizer, scaler, log):
+    for x in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).mean()
+        scaler.scale(loss).backward()
+        total = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        scale = scaler.get_scale()
+        total /= scale
+        scaler.step(optimizer)
+        scaler.update()
+        log(total)
+""",
         # the clip helper unscales the gradients itself
         """
 import torch
@@ -125,6 +158,23 @@ for x in loader:
 """,
     ]
     invalid = [
+        # a real clip of the scaled gradients: dividing the norm it returns does not undo the
+        # clip (no fix: the later division would then unscale the logged norm twice)
+        Invalid(
+            """
+import torch
+def train(model, loader, optimizer, scaler, log):
+    for x in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).mean()
+        scaler.scale(loss).backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        gn = gn / scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        log(gn)
+""",
+        ),
         # a helper that clips, called before unscale_
         Invalid(
             """
@@ -249,7 +299,7 @@ for x in loader:
                 if not s_list or scaler_disabled(model, b.scaler):
                     continue
                 s = s_list[0]
-                if self._unscaled_before(model, f, b, c) or _divided_by_scale(c):
+                if self._unscaled_before(model, f, b, c) or _divided_by_scale(c, f):
                     continue
                 st = scaler_text(model, f, b.scaler)
                 opts = {x.optimizer for x in s_list if x.loops == s.loops}
@@ -266,7 +316,7 @@ for x in loader:
                 if (
                     len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt and not getattr(c, "helper", False)
                     and c.loops == s.loops and not (s.ctx.lits - c.ctx.lits) and simple_stmt(c)
-                    and not isinstance(c.stmt, ast.Return)
+                    and not isinstance(c.stmt, ast.Return) and not _divided_later(c, f)
                 ):
                     fix = Fix(
                         "safe",
@@ -350,13 +400,68 @@ def _module_reader(callee) -> bool:
     return isinstance(callee, ast.Attribute) and callee.attr in _MODULE_READERS
 
 
-def _divided_by_scale(c) -> bool:
-    """A norm unscaled by hand: ``total_norm(...) / scaler.get_scale()``."""
+def _divided_by_scale(c, f=None) -> bool:
+    """A norm unscaled by hand: ``total_norm(...) / scaler.get_scale()``, or a name bound to
+    the norm and divided by the scale in a later statement of the function (``gn = ...norm...``;
+    ``gn = gn / scaler.get_scale()``, ``gn /= scale`` where ``scale = scaler.get_scale()``)."""
     for n in ast.walk(c.stmt):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and any(x is c.node for x in ast.walk(n.left)):
-            if any(isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get_scale" for x in ast.walk(n.right)):
+            if _is_scale(n.right, ()):
+                return True
+    return f is not None and _only_reads(c) and _divided_later(c, f)
+
+
+def _divided_later(c, f) -> bool:
+    """The name the statement binds to the norm is divided by the scale in a later statement."""
+    stmt = c.stmt
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return False
+    name = stmt.targets[0].id
+    scales = {  # names bound to the scale: `scale = scaler.get_scale()`
+        t.id for n in ast.walk(f.node) if isinstance(n, ast.Assign) and _is_scale(n.value, ())
+        for t in n.targets if isinstance(t, ast.Name)
+    }
+    for n in ast.walk(f.node):
+        if getattr(n, "lineno", 0) <= stmt.lineno:
+            continue
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and isinstance(n.target, ast.Name) and n.target.id == name:
+            if _is_scale(n.value, scales):
+                return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and isinstance(n.left, ast.Name) and n.left.id == name:
+            if _is_scale(n.right, scales):
                 return True
     return False
+
+
+def _only_reads(c) -> bool:
+    """The gradients are only read (a norm), not clipped: ``p.grad.norm()``, ``get_total_norm``,
+    or a clip with an infinite threshold. A real clip of scaled gradients is wrong whatever is
+    done with the norm it returns."""
+    if c.kind == "grad_read":
+        return not getattr(c, "helper", False)
+    node = c.node
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if name == "get_total_norm":
+        return True
+    limit = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "max_norm"), None)
+    return limit is not None and _infinite(limit)
+
+
+def _infinite(expr) -> bool:
+    """``float("inf")``, ``math.inf``, ``torch.inf``, ``np.inf``."""
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", None) == "float" and expr.args:
+        a = expr.args[0]
+        return isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.strip().lower() in ("inf", "+inf", "infinity")
+    return isinstance(expr, ast.Attribute) and expr.attr == "inf"
+
+
+def _is_scale(expr, scales) -> bool:
+    """``scaler.get_scale()`` (anywhere in ``expr``) or a name bound to it."""
+    return any(
+        (isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get_scale")
+        or (isinstance(x, ast.Name) and x.id in scales)
+        for x in ast.walk(expr)
+    )
 
 
 class _Read:

@@ -23,7 +23,6 @@ class CheckpointMissingScalerState(Rule):
     code = "AMP301"
     name = "checkpoint-missing-scaler-state"
     summary = "A training checkpoint with the optimizer state but no `scaler.state_dict()`"
-    preview = True
     docs = """
 ## What it does
 Checks for `torch.save({...})` of a checkpoint that holds `optimizer.state_dict()` but not
@@ -107,8 +106,6 @@ resumes, a checkpoint written once after the training loop of
 the same function is still taken for an export of the trained model; a periodic save, a
 save helper or method makes it a training checkpoint. A file checked outside a project is
 taken to resume.
-
-This rule is in preview until its precision is measured on more code.
 
 ## Example
 ```python
