@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from amplint.model.queries_extra import ancestry, contains, end_pos, enclosing_loops, exclusive_stmts, jumps, pos
+from amplint.core import cfg
+from amplint.core.typestate import ScalerStates
+from amplint.model.queries_extra import contains, enclosing_loops, exclusive_stmts, jumps
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import same_iteration, scaler_disabled, scaler_text
 
@@ -63,6 +65,36 @@ for x, y in loader:
 No fix: where the update belongs depends on what the skipped code does.
 """
     valid = [
+        # the AMP switch is tested twice; the update is under the same test as the step
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def train(loader, model, opt, use_amp):
+    for x in loader:
+        if use_amp:
+            scaler.scale(model(x)).backward()
+            scaler.step(opt)
+        else:
+            model(x).backward()
+            opt.step()
+        if use_amp:
+            scaler.update()
+        if bad(x):
+            continue
+""",
+        # a helper handed the scaler runs between the step and the jump (it may update)
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def train(loader, model, opt):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        finish(scaler)
+        if bad(x):
+            continue
+        scaler.update()
+""",
         # a jump in a nested loop over the parameters
         """
 import torch
@@ -158,6 +190,39 @@ class Trainer:
 """,
     ]
     invalid = [
+        # the step under the AMP switch, the skip on every path: when AMP is on, it skips the update
+        Invalid(
+            """
+import torch
+def train(loader, model, opt, use_amp):
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        if use_amp:
+            scaler.step(opt)
+        else:
+            opt.step()
+        if bad(x):
+            continue
+        scaler.update()
+""",
+        ),
+        # the skip in an except handler
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def train(loader, model, opt):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        try:
+            log(x)
+        except ValueError:
+            continue
+        scaler.update()
+""",
+        ),
         # unscale_, then a skip branch that leaves without update(): the next unscale_ raises
         Invalid(
             """
@@ -226,35 +291,33 @@ for epoch in range(epochs):
     ]
 
     def check(self, model):
+        """A jump on entry to which, on every path, this scaler's iteration is open (the core's
+        typestate: stepped or unscaled, not updated, nothing unknown touched it), in an
+        iteration that does update it later (else AMP001 speaks), and that leaves the
+        iteration while the scaler lives on to be stepped again."""
         for f in model.funcs:
-            js = None
-            for s in f.events:
-                if s.kind not in ("step", "unscale") or scaler_disabled(model, s.scaler):
-                    continue
-                ups = [
-                    u for u in f.events
-                    if u.kind == "update" and u.scaler == s.scaler and u.seq > s.seq and same_iteration(model, s, u)
-                    and not exclusive_stmts(model, f, s.stmt, u.stmt) and not u.ctx.in_finally
-                ]
-                if not ups:
-                    continue
-                if any(u.ctx.in_finally for u in f.events if u.kind == "update" and u.scaler == s.scaler):
-                    continue
-                u = ups[0]
-                if js is None:
-                    js = jumps(model, f)
+            keys = {s.scaler for s in f.events if s.kind in ("step", "unscale") and s.scaler is not None}
+            keys = [k for k in keys if not scaler_disabled(model, k) and not any(
+                u.ctx.in_finally for u in f.events if u.kind == "update" and u.scaler == k)]
+            js = jumps(model, f) if keys else ()
+            if not js:
+                continue
+            graph = cfg.build(f.node)
+            for key in sorted(keys, key=repr):
+                states = ScalerStates(model, f, key, graph)
                 for j in js:
-                    if end_pos(s.stmt) > pos(j):
+                    st = states.open_on_entry(j)  # not closed by the jump itself (`return scaler.update()`)
+                    if st is None:
                         continue
-                    if end_pos(j) > pos(u.stmt) and not self._other_arm(model, f, j, ups):
+                    s = st.event
+                    ups = [
+                        u for u in f.events
+                        if u.kind == "update" and u.scaler == key and u.seq > s.seq and same_iteration(model, s, u)
+                        and not exclusive_stmts(model, f, s.stmt, u.stmt)
+                    ]
+                    if not ups or not self._leaves(model, f, s, ups[0], j):
                         continue
-                    if exclusive_stmts(model, f, s.stmt, j):
-                        continue
-                    if not self._leaves(model, f, s, u, j):
-                        continue
-                    if self._updates_before(model, f, s, j):
-                        continue
-                    st = scaler_text(model, f, s.scaler)
+                    sc = scaler_text(model, f, key)
                     word = type(j).__name__.lower()
                     if s.kind == "step":
                         what, error = "step", "step() has already been called since the last update()."
@@ -263,22 +326,12 @@ for epoch in range(epochs):
                     yield self.diagnostic(
                         model,
                         j,
-                        f"`{word}` (line {j.lineno}) skips `{st}.update()` after `{st}.{what}({s.optimizer or ''})` "
+                        f"`{word}` (line {j.lineno}) skips `{sc}.update()` after `{sc}.{what}({s.optimizer or ''})` "
                         f"(line {s.node.lineno}): the next {what} raises \"RuntimeError: {error}\"; call "
                         f"`update()` before leaving",
                         None,
                         j,
                     )
-                    break
-
-
-    @staticmethod
-    def _other_arm(model, f, j, ups) -> bool:
-        """Is the jump in the other arm of an ``if`` from every update (``if ok: step; update``
-        / ``else: return``)? Not in an ``except`` handler (a failure path, left alone)."""
-        if any(isinstance(owner, ast.ExceptHandler) for owner, _f, _i in ancestry(model, f, j)):
-            return False
-        return all(exclusive_stmts(model, f, u.stmt, j) for u in ups)
 
     @staticmethod
     def _leaves(model, f, s, u, j) -> bool:
@@ -303,25 +356,6 @@ for epoch in range(epochs):
             return not _local_scaler_of(model, f, s.scaler)
         # return
         return not _local_scaler_of(model, f, s.scaler) or not enclosing_loops(model, f, s.stmt)
-
-    @staticmethod
-    def _updates_before(model, f, s, j) -> bool:
-        for e in f.events:
-            if e.kind == "update" and e.scaler == s.scaler and e.seq > s.seq and pos(e.stmt) < pos(j):
-                if not exclusive_stmts(model, f, e.stmt, j):
-                    return True
-        for c in f.calls:
-            if c.seq <= s.seq or pos(c.stmt) >= pos(j) or exclusive_stmts(model, f, c.stmt, j):
-                continue
-            if any(k == s.scaler for _p, k in c.arg_keys):
-                return True  # a helper that receives the scaler may update it
-            callee = model.resolve_callee(c)
-            if callee is not None:
-                if model.may_update(callee, s.scaler) if callee.walked else model.mentions(callee, "update"):
-                    return True
-            elif s.scaler[0] == "A" and model.calls_self_unknown(c):
-                return True
-        return False
 
 
 def _local_scaler_of(model, f, key) -> bool:

@@ -1,0 +1,12 @@
+"""The semantic core (issue 31), built beside the loop model and taking rules over one by one:
+
+* ``cfg``: a statement-level control-flow graph of one function (branches, loops, ``try``,
+  ``with``, ``match``, ``break``/``continue``/``return``/``raise``);
+* ``typestate``: the GradScaler protocol as an automaton run over that graph, per abstract
+  scaler (the model's keys: a local, ``self.<attr>``, a module global), with ``unknown`` for
+  anything the analysis cannot follow (a call that may drive the scaler), which no rule reports.
+
+Rules ask it questions ("which scaler iteration is open on every path into this statement?")
+instead of comparing line positions and branch literals themselves. The core imports only the
+model's facts; it never imports rules, the CLI or torch.
+"""

@@ -1,0 +1,143 @@
+"""A statement-level control-flow graph of one function body (stdlib ``ast`` only).
+
+Every statement is a node; a compound statement's node stands for its header (the ``if`` test,
+the loop's iteration step, the ``with`` items). Edges follow Python's semantics closely enough
+for "on every path" questions: ``if``/``match`` arms, loop bodies with back edges and ``else``,
+``break``/``continue`` to their loop, ``return``/``raise`` to the exit (through the ``finally``
+bodies on the way), and each ``except`` handler entered from the ``try`` header and from every
+statement of its body. Nested ``def``/``class`` statements are single nodes.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+class Node:
+    __slots__ = ("stmt", "succ", "pred", "index")
+
+    def __init__(self, stmt, index: int):
+        self.stmt = stmt  # None for the entry and exit nodes
+        self.succ: list[Node] = []
+        self.pred: list[Node] = []
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"Node({type(self.stmt).__name__ if self.stmt is not None else '-'}@{getattr(self.stmt, 'lineno', '-')})"
+
+
+class CFG:
+    """``entry`` and ``exit`` are synthetic; ``node_of[id(stmt)]`` is the node of a statement;
+    ``loop_of[id(stmt)]`` is the innermost loop statement around it (None at the top)."""
+
+    def __init__(self, body: list[ast.stmt]):
+        self.nodes: list[Node] = []
+        self.node_of: dict[int, Node] = {}
+        self.loop_of: dict[int, ast.stmt | None] = {}
+        self.arms: dict[int, tuple[Node, Node]] = {}  # id(if statement) -> (then node, else node)
+        self.entry = self._new(None)
+        self.exit = self._new(None)
+        self._finally: list[list[ast.stmt]] = []  # open finally bodies (innermost last)
+        first = self._block(body, self.exit, loop=None, brk=None, cont=None, handlers=())
+        self._edge(self.entry, first)
+
+    # ------------------------------------------------------------------ building
+    def _new(self, stmt) -> Node:
+        n = Node(stmt, len(self.nodes))
+        self.nodes.append(n)
+        return n
+
+    @staticmethod
+    def _edge(a: Node, b: Node) -> None:
+        if b not in a.succ:
+            a.succ.append(b)
+            b.pred.append(a)
+
+    def _block(self, body, follow: Node, loop, brk, cont, handlers) -> Node:
+        """Build ``body`` so that falling off its end goes to ``follow``; return its first node."""
+        nxt = follow
+        for s in reversed(body):
+            nxt = self._stmt(s, nxt, loop, brk, cont, handlers)
+        return nxt
+
+    def _stmt(self, s, follow: Node, loop, brk, cont, handlers) -> Node:
+        n = self._new(s)
+        self.node_of[id(s)] = n
+        self.loop_of[id(s)] = loop
+        for h in handlers:  # any statement of a try body may raise into its handlers
+            self._edge(n, h)
+        if isinstance(s, ast.If):
+            then = self._block(s.body, follow, loop, brk, cont, handlers)
+            other = self._block(s.orelse, follow, loop, brk, cont, handlers) if s.orelse else follow
+            self._edge(n, then)
+            self._edge(n, other)
+            self.arms[id(s)] = (then, other)
+        elif isinstance(s, _LOOPS):
+            after = self._block(s.orelse, follow, loop, brk, cont, handlers) if s.orelse else follow
+            self._edge(n, self._block(s.body, n, s, follow, n, handlers))
+            if not (isinstance(s, ast.While) and isinstance(s.test, ast.Constant) and s.test.value):
+                self._edge(n, after)  # `while True:` leaves only through break/return/raise
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            self._edge(n, self._block(s.body, follow, loop, brk, cont, handlers))
+        elif isinstance(s, ast.Match):
+            for case in s.cases:
+                self._edge(n, self._block(case.body, follow, loop, brk, cont, handlers))
+            self._edge(n, follow)
+        elif isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self._try(s, n, follow, loop, brk, cont, handlers)
+        elif isinstance(s, ast.Break):
+            self._edge(n, self._through_finally(brk or self.exit))
+        elif isinstance(s, ast.Continue):
+            self._edge(n, self._through_finally(cont or self.exit))
+        elif isinstance(s, (ast.Return, ast.Raise)):
+            self._edge(n, self._through_finally(self.exit) if not handlers or isinstance(s, ast.Return) else handlers[0])
+        else:
+            self._edge(n, follow)
+        return n
+
+    def _try(self, s, n: Node, follow: Node, loop, brk, cont, handlers) -> None:
+        after = follow
+        if s.finalbody:
+            after = self._block(s.finalbody, follow, loop, brk, cont, handlers)
+            self._finally.append(s.finalbody)
+        hs = [self._block(h.body, after, loop, brk, cont, handlers) for h in s.handlers]
+        else_first = self._block(s.orelse, after, loop, brk, cont, handlers) if s.orelse else after
+        self._edge(n, self._block(s.body, else_first, loop, brk, cont, tuple(hs) or handlers))
+        for h in hs:
+            self._edge(n, h)
+        if s.finalbody:
+            self._finally.pop()
+
+    def _through_finally(self, target: Node) -> Node:
+        """A jump out of open ``try`` bodies runs their ``finally`` first: the jump goes to a
+        copy-free stand-in, the innermost finally body, whose end falls through to its own
+        follower (an over-approximation that only adds paths)."""
+        return target if not self._finally else self._finally_entry(target)
+
+    def _finally_entry(self, target: Node) -> Node:
+        body = self._finally[-1]
+        first = self.node_of.get(id(body[0]))
+        if first is None:
+            return target
+        last = self.node_of.get(id(body[-1]))
+        if last is not None and not isinstance(last.stmt, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            self._edge(last, target)
+        return first
+
+    # ------------------------------------------------------------------ queries
+    def loops_around(self, stmt) -> list[ast.stmt]:
+        """The loops around ``stmt``, innermost first."""
+        out = []
+        loop = self.loop_of.get(id(stmt))
+        while loop is not None:
+            out.append(loop)
+            loop = self.loop_of.get(id(loop))
+        return out
+
+
+def build(func_node) -> CFG:
+    """The CFG of a function (or module) body."""
+    body = func_node.body if isinstance(func_node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)) else [func_node]
+    return CFG(body)

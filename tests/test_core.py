@@ -1,0 +1,162 @@
+"""The semantic core (amplint/core): the control-flow graph and the scaler typestate."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from amplint.core import cfg
+from amplint.core.typestate import CLEAR, UNKNOWN, Open, ScalerStates
+from amplint.model import build_model
+
+
+def _graph(src):
+    tree = ast.parse(textwrap.dedent(src))
+    return tree, cfg.build(tree.body[0])
+
+
+def _at(tree, line):
+    return next(n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line)
+
+
+def test_loop_back_edge_break_and_continue():
+    tree, g = _graph(
+        """
+        def f(xs):
+            for x in xs:
+                if x:
+                    continue
+                if x > 3:
+                    break
+                work(x)
+            done()
+        """
+    )
+    loop, cont, brk, work, done = (g.node_of[id(_at(tree, n))] for n in (3, 5, 7, 8, 9))
+    assert cont.succ == [loop]  # continue goes back to the loop header
+    assert brk.succ == [done]  # break leaves the loop
+    assert work.succ == [loop]
+    assert done in loop.succ and g.exit in done.succ
+    assert g.loops_around(work.stmt) == [loop.stmt]
+
+
+def test_while_true_leaves_only_by_break_and_return_runs_finally():
+    tree, g = _graph(
+        """
+        def f(it):
+            while True:
+                try:
+                    x = next(it)
+                    if x is None:
+                        return 1
+                finally:
+                    close()
+            after()
+        """
+    )
+    loop, ret, fin, after = (g.node_of[id(_at(tree, n))] for n in (3, 7, 9, 10))
+    assert after not in loop.succ  # `while True:` has no exit edge of its own
+    assert not after.pred  # nothing breaks out: unreachable
+    assert ret.succ == [fin]  # the return runs the finally body first
+    assert g.exit in fin.succ
+
+
+def test_except_handler_is_entered_from_every_statement_of_the_try_body():
+    tree, g = _graph(
+        """
+        def f():
+            try:
+                a()
+                b()
+            except ValueError:
+                c()
+            d()
+        """
+    )
+    a, b, c = (g.node_of[id(_at(tree, n))] for n in (4, 5, 7))
+    assert c in a.succ and c in b.succ
+
+
+def _states(src, key_name="scaler"):
+    text = textwrap.dedent(src)
+    tree = ast.parse(text)
+    m = build_model(text, tree, "t.py")
+    f = next(fn for fn in m.funcs if fn.name == "train")
+    key = next(k for k in m.scaler_keys() if k[-1] == key_name)
+    return tree, ScalerStates(m, f, key)
+
+
+def test_typestate_open_clear_and_unknown():
+    tree, st = _states(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        def train(loader, model, opt):
+            for x in loader:
+                scaler.scale(model(x)).backward()
+                scaler.step(opt)
+                log(x)
+                if x:
+                    scaler.update()
+                tail(x)
+                helper(scaler)
+                end(x)
+        """
+    )
+    log, tail, end = (_at(tree, n) for n in (8, 11, 13))
+    assert set(st.on_entry(log).values()) == {Open(next(e for e in st.func.events if e.kind == "step"))}
+    assert st.open_on_entry(log).event.kind == "step"
+    # updated under `x` only: clear when x holds, still open when it does not
+    assert {tuple(sorted((k, p) for k, p, _i in a)): str(v) for a, v in st.on_entry(tail).items()} == {
+        (("x", True),): CLEAR, (("x", False),): "Open(step@7)"}
+    assert st.open_on_entry(tail).event.kind == "step"
+    assert set(st.on_entry(end).values()) == {UNKNOWN}  # a helper was handed the scaler
+
+
+def test_typestate_keeps_paths_apart_under_the_scalers_own_branch_test():
+    tree, st = _states(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        def train(loader, model, opt, use_amp):
+            for x in loader:
+                if use_amp:
+                    scaler.step(opt)
+                else:
+                    opt.step()
+                mid(x)
+                if use_amp:
+                    scaler.update()
+                last(x)
+        """
+    )
+    mid, last = _at(tree, 10), _at(tree, 13)
+    states = st.on_entry(mid)
+    assert sorted(map(str, states.values())) == sorted([str(Open(next(e for e in st.func.events if e.kind == "step"))), CLEAR])
+    # the second `if use_amp:` is correlated with the first: both paths are clear after it
+    assert set(st.on_entry(last).values()) == {CLEAR}
+
+
+def _imports(package):
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "amplint" / package
+    for path in root.rglob("*.py"):
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Import):
+                yield from ((path.name, a.name) for a in n.names)
+            elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+                yield path.name, n.module
+
+
+def test_walls_between_the_layers():
+    """The static core never imports torch or runtime/; the model and the core never import
+    rules; rules never import the CLI or the reporters."""
+    bad = []
+    for package, banned in (
+        ("core", ("torch", "amplint.runtime", "amplint.rules", "amplint.cli", "amplint.clickapp", "amplint.report")),
+        ("model", ("torch", "amplint.runtime", "amplint.rules", "amplint.cli", "amplint.clickapp", "amplint.report")),
+        ("rules", ("torch", "amplint.runtime", "amplint.cli", "amplint.clickapp", "amplint.report")),
+    ):
+        bad += [(package, f, m) for f, m in _imports(package) if any(m == b or m.startswith(b + ".") for b in banned)]
+    assert bad == []
