@@ -65,10 +65,13 @@ def _join(into: dict, other: dict) -> dict:
 class ScalerStates:
     """The states of one scaler on entry to each statement of one function."""
 
-    def __init__(self, model, func, key, cfg: CFG | None = None):
+    def __init__(self, model, func, key, cfg: CFG | None = None, unseen: str = "update"):
+        """``unseen``: what a call we cannot follow is feared to do to the scaler: "update"
+        (a question about open iterations) or "step" (a question about updates with no step)."""
         self.model = model
         self.func = func
         self.key = key
+        self.unseen = unseen
         self.cfg = cfg if cfg is not None else build(func.node)
         self._effects = self._collect()
         self._guards = self._guarding_ifs()
@@ -83,7 +86,7 @@ class ScalerStates:
             if e.scaler == key and e.kind in ("step", "unscale", "update") and e.stmt is not None:
                 out.setdefault(id(e.stmt), []).append((e.seq, e))
         for c in f.calls:
-            if c.stmt is not None and _may_drive(m, c, key):
+            if c.stmt is not None and _may_drive(m, c, key, self.unseen):
                 out.setdefault(id(c.stmt), []).append((c.seq, None))
         for v in out.values():
             v.sort(key=lambda t: t[0])
@@ -176,11 +179,14 @@ class ScalerStates:
         return min(hits, key=lambda st: st.event.seq) if hits else None
 
 
-def _may_drive(model, call, key) -> bool:
-    """Could this call step, unscale or update the scaler ``key`` out of our sight?"""
+def _may_drive(model, call, key, unseen: str) -> bool:
+    """Could this call do ``unseen`` ("update" or "step") to the scaler ``key`` out of our sight?"""
     if any(k == key for _p, k in call.arg_keys):
         return True  # a helper that receives the scaler
     callee = model.resolve_callee(call)
+    if unseen == "step":  # a project function that steps this scaler
+        return callee is not None and (
+            any(e.kind == "step" and e.scaler == key for e in callee.events) if callee.walked else model.mentions(callee, "step("))
     if callee is not None:
         return model.may_update(callee, key) if callee.walked else model.mentions(callee, "update")
     return key[0] == "A" and model.calls_self_unknown(call)

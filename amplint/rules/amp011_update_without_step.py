@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
+from amplint.core.typestate import CLEAR, Open, ScalerStates
 from amplint.model import amp_ish
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, same_iteration, scaler_disabled, scaler_text, stmt_anchor
@@ -119,6 +120,21 @@ the same order as before (nothing between them reads the scaler), and on the oth
 update, which raised, no longer runs.
 """
     valid = [
+        # the other arm steps through a helper handed the scaler
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def do_step(s, opt):
+    s.step(opt)
+def train(loader, model, opt):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        if x.isfinite().all():
+            scaler.step(opt)
+        else:
+            do_step(scaler, opt)
+        scaler.update()
+""",
         # step and update under the same condition
         """
 import torch
@@ -219,6 +235,23 @@ class Manager:
 """,
     ]
     invalid = [
+        # a nested condition: with `clip` on and a large gap, nothing steps
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def train(loader, model, opt, clip):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        if clip:
+            n = loss_gap(model, x)
+            if n < 10:
+                scaler.step(opt)
+        else:
+            scaler.step(opt)
+        scaler.update()
+""",
+        ),
         Invalid(
             """
 import torch
@@ -261,6 +294,7 @@ class Trainer:
     ]
 
     def check(self, model):
+        states = {}  # (func id, scaler key) -> the core's typestate of that scaler in that function
         for f in model.funcs:
             for u in f.events:
                 if u.kind != "update" or u.ctx.in_finally or scaler_disabled(model, u.scaler):
@@ -268,45 +302,25 @@ class Trainer:
                 if isinstance(u.node, ast.Call) and (u.node.args or u.node.keywords):
                     # update(new_scale) sets the scale and reads no inf checks
                     continue
-                d = self._check_update(model, f, u)
+                key = (f.fid, u.scaler)
+                if key not in states:
+                    states[key] = ScalerStates(model, f, u.scaler, unseen="step")
+                d = self._check_update(model, f, u, states[key])
                 if d is not None:
                     yield d
 
-    def _check_update(self, model, f, u):
-        prior = [
-            e for e in f.events
-            if e.scaler == u.scaler and e.seq < u.seq and e.co_occurs(u) and same_iteration(model, e, u)
-        ]
-        # an earlier update ends the scaler iteration: only events after the last one count
-        last_up = max((e.seq for e in prior if e.kind == "update"), default=None)
-        if last_up is not None:
-            prior = [e for e in prior if e.seq > last_up]
-        steps = [e for e in prior if e.kind == "step"]
-        if not steps:
-            return None
-        checks = steps + [e for e in prior if e.kind == "unscale"]
-        guards = {id(e): guard_lits(e, u) for e in checks}
-        if any(not g for g in guards.values()):
-            return None  # a step or unscale_ runs whenever the update does
-        # the update raises only when no step/unscale_ ran: one condition must guard them all
-        common = set(guards[id(checks[0])])
-        for e in checks[1:]:
-            common = {
-                lit for lit in common
-                if any(x == lit or (x.key is not None and x.key == lit.key and x.pol == lit.pol) for x in guards[id(e)])
-            }
-        if not common:
-            return None
-        arms: dict[int, set] = {}
-        for e in steps:
-            for lit in guards[id(e)]:
-                arms.setdefault(lit.group, set()).add(lit.arm)
-        if any(len(a) > 1 for a in arms.values()):
-            return None  # steps in several arms of one branch
-        if any(_per_item(e, guards[id(e)], u) for e in steps):
+    def _check_update(self, model, f, u, states):
+        """An update that, under some outcome of the step's own branch tests, runs with no
+        step or ``unscale_`` since the last update (the typestate is CLEAR there on every path
+        consistent with those outcomes), while under another a step precedes it."""
+        at = states.on_entry(u.stmt)
+        steps = sorted({v.event for v in at.values() if isinstance(v, Open) and v.event.kind == "step"}, key=lambda e: e.seq)
+        if not steps or CLEAR not in at.values():
             return None
         s = steps[-1]
-        g = guards[id(s)]
+        g = guard_lits(s, u)
+        if not g or _per_item(s, g, u):
+            return None
         if any(accumulation_guard(lit) for lit in g):
             return None  # AMP007
         if any(amp_ish(lit.key or "") or "scaler" in (lit.key or "") for lit in g):
