@@ -1,12 +1,12 @@
 """The GradScaler protocol as a typestate, run over a function's CFG.
 
-For each abstract scaler (a model key) the state on entry to every statement is one of:
-
-* ``CLEAR``: no scaler iteration is open (function entry, or after ``update()``);
-* ``Open(event)``: the last protocol event was ``event``, a ``step()`` or ``unscale_()`` that an
-  ``update()`` must still close;
-* ``UNKNOWN``: the paths disagree, or code we do not follow (a call handed the scaler, a method
-  of the object we cannot see, a callee that may update) touched it. No rule reports UNKNOWN.
+For each abstract scaler (a model key) the state on entry to every statement is the set of
+its protocol events (``step()``, ``unscale_()``) that ran since the last ``update()`` on
+**every** path here, plus the marker ``MORE`` when other events may have run too (the paths
+disagree, or code we do not follow touched the scaler: a call handed it, a method of the
+object we cannot see, a callee that may step or update it). ``CLEAR``, the empty set, holds at
+function entry and after ``update()``; a call that may update leaves ``UNKNOWN`` (``{MORE}``).
+The iteration is *open* when the set holds an event. No rule reports what ``MORE`` stands for.
 
 States are kept per *assumption set*: the outcomes of the ``if`` tests that guard this
 scaler's own events (``if use_amp: scaler.step(opt) else: opt.step()``), written as the
@@ -22,18 +22,34 @@ from __future__ import annotations
 import ast
 
 from amplint.core.cfg import CFG, build
+from amplint.model import amp_ish
 from amplint.model.walker import _norm_test
 
-CLEAR = "clear"
-UNKNOWN = "unknown"
+CLEAR = frozenset()
+MORE = "more"  # other events may have run (never an Event)
+UNKNOWN = frozenset((MORE,))
 MAX_ASSUMPTIONS = 16  # more assumption sets at one statement: everything there is unknown
 
 
 class Open:
+    """The open iteration of a state: the event an ``update()`` must still close (the last
+    ``step()``/``unscale_()`` since the last update; an ``unscale_()`` after a ``step()`` keeps
+    the step)."""
+
     __slots__ = ("event",)
 
     def __init__(self, event):
         self.event = event
+
+    @staticmethod
+    def of(state):
+        if not any(x is not MORE for x in state):
+            return None
+        last = None
+        for e in sorted((x for x in state if x is not MORE), key=lambda x: x.seq):
+            if not (last is not None and last.kind == "step" and e.kind == "unscale"):
+                last = e
+        return Open(last)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Open) and other.event is self.event
@@ -46,11 +62,12 @@ class Open:
 
 
 def _meet(a, b):
+    """What holds on both: the events both sets hold, and MORE unless they are the same."""
     if a is None:
         return b
     if b is None or a == b:
         return a
-    return UNKNOWN
+    return (a & b) | UNKNOWN
 
 
 def _join(into: dict, other: dict) -> dict:
@@ -58,7 +75,7 @@ def _join(into: dict, other: dict) -> dict:
     for k, v in other.items():
         out[k] = _meet(out.get(k), v)
     if len(out) > MAX_ASSUMPTIONS:
-        return {frozenset(): UNKNOWN}
+        return {frozenset(): UNKNOWN}  # (an assumption set is a frozenset of branch outcomes)
     return out
 
 
@@ -95,6 +112,7 @@ class ScalerStates:
     def _guarding_ifs(self) -> dict[int, tuple[str, bool]]:
         """The ``if`` statements with one of this scaler's events in an arm: id -> (key, pol)."""
         out = {}
+        self._ifs = {}
         for n in self.cfg.nodes:
             s = n.stmt
             if isinstance(s, ast.If) and id(s) in self.cfg.arms:
@@ -103,18 +121,18 @@ class ScalerStates:
                     k, pol = _norm_test(s.test)
                     if k is not None:
                         out[id(s)] = (k, pol)
+                        self._ifs[id(s)] = s
         return out
 
     def transfer(self, stmt, state):
         """The state after ``stmt``'s own protocol events."""
         for _seq, e in self._effects.get(id(stmt), ()):
             if e is None:
-                state = UNKNOWN
+                state = UNKNOWN if self.unseen == "update" else state | UNKNOWN
             elif e.kind == "update":
                 state = CLEAR if not e.ctx.in_finally else UNKNOWN
             else:
-                keep = isinstance(state, Open) and state.event.kind == "step" and e.kind == "unscale"
-                state = state if keep else Open(e)
+                state = state | {e}
         return state
 
     def _edge(self, n, succ, states: dict) -> dict:
@@ -127,17 +145,18 @@ class ScalerStates:
                 if succ is other:
                     pol = not pol
                 out = {}
+                arm = 0 if succ is then else 1
                 for a, st in states.items():
-                    if (k, not pol) in {(x, y) for x, y, _i in a}:
+                    if (k, not pol) in {(x[0], x[1]) for x in a}:
                         continue
-                    b = a | {(k, pol, id(n.stmt))}
+                    b = a | {(k, pol, id(n.stmt), arm)}
                     out[b] = _meet(out.get(b), st)
                 return out
         if isinstance(succ.stmt, (ast.For, ast.AsyncFor, ast.While)):
             inside = {id(x) for x in ast.walk(succ.stmt)}
             out = {}
             for a, st in states.items():
-                b = frozenset(x for x in a if x[2] not in inside)
+                b = frozenset(x for x in a if x[2] not in inside)  # (key, pol, id(if), arm)
                 out[b] = _meet(out.get(b), st)
             return out
         return states
@@ -172,11 +191,51 @@ class ScalerStates:
         n = self.cfg.node_of.get(id(stmt))
         return self.before.get(n.index, {}) if n is not None else {}
 
+    def under_amp_switch(self, assumptions) -> bool:
+        """Does the assumption set take the arm of an AMP switch (``if use_amp:``, ``if scaler is
+        not None:``, ``if scaler.is_enabled():``, the scaler's own ``enabled=`` expression) that
+        skips the update the other arm runs? That arm is the AMP-off path, where the scaler is
+        disabled or absent and its calls are no-ops."""
+        for k, _pol, i, arm in assumptions:
+            if amp_switch(self.model, self.key, k):
+                other = self._ifs[i].orelse if arm == 0 else self._ifs[i].body
+                inner = {id(x) for st in other for x in ast.walk(st)}
+                if any(e is not None and e.kind == "update" for sid in inner for _q, e in self._effects.get(sid, ())):
+                    return True
+        return False
+
     def open_on_entry(self, stmt):
-        """The ``Open`` state of an assumption set on entry to ``stmt`` that the statement's own
-        events do not close (the earliest such event), else None."""
-        hits = [st for st in self.on_entry(stmt).values() if isinstance(st, Open) and isinstance(self.transfer(stmt, st), Open)]
-        return min(hits, key=lambda st: st.event.seq) if hits else None
+        """The open iteration (``Open``) of an assumption set on entry to ``stmt`` that the
+        statement's own events do not close (the earliest such event), else None."""
+        hits = [
+            o for a, st in self.on_entry(stmt).items()
+            if (o := Open.of(st)) is not None and Open.of(self.transfer(stmt, st)) is not None and not self.under_amp_switch(a)
+        ]
+        return min(hits, key=lambda o: o.event.seq) if hits else None
+
+
+def amp_switch(model, key, test_key: str | None) -> bool:
+    """Is a branch test (the model's normalised key) an AMP switch for the scaler ``key``?"""
+    if not test_key:
+        return False
+    if amp_ish(test_key):
+        return True
+    enabled = enabled_text(model, key)
+    return bool(enabled) and enabled in test_key
+
+
+def enabled_text(model, key) -> str | None:
+    """The source of the expression that enables the scaler (``enabled=use_amp``, or the test
+    of ``GradScaler() if amp else None``), when it is not a constant."""
+    for a in model.constructions(key):
+        call = a.value
+        if isinstance(call, ast.IfExp):
+            return model.text(call.test)
+        if isinstance(call, ast.Call):
+            for kw in call.keywords:
+                if kw.arg == "enabled" and not isinstance(kw.value, ast.Constant):
+                    return model.text(kw.value)
+    return None
 
 
 def _may_drive(model, call, key, unseen: str) -> bool:

@@ -4,8 +4,10 @@ import ast
 import re
 
 from amplint.model.names import dotted
+from amplint.core import cfg
+from amplint.core.typestate import MORE, ScalerStates
 from amplint.rules import Invalid, Rule
-from amplint.rules._util import between, same_iteration, scaler_text
+from amplint.rules._util import same_iteration, scaler_text
 
 
 class RepeatedUnscaleOrStep(Rule):
@@ -59,6 +61,36 @@ scaler.update()
 ```
 """
     valid = [
+        # a helper handed the scaler updates it between the two phases
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def finish(s):
+    s.update()
+def train(loader, model, opt):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        finish(scaler)
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        scaler.update()
+""",
+        # two tests of one flag: the unscale_ runs once whichever way it goes
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def train(loader, model, opt, clip):
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        if clip:
+            scaler.unscale_(opt)
+        log(x)
+        if not clip:
+            scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+""",
         """
 import torch
 scaler = torch.amp.GradScaler("cuda")
@@ -214,35 +246,43 @@ def fit(model, loader, opt, grad_accum):
         yield from self._carried(model)
 
     def _pairs(self, model):
+        """A second ``unscale_``/``step`` of one optimizer while the first is, on every path
+        consistent with the scaler's own branch tests, still in the core's set of events since
+        the last update (no update, and no call that may update, in between)."""
         for f in model.funcs:
-            calls = [e for e in f.events if e.kind in ("unscale", "step") and e.optimizer]
+            calls = [e for e in f.events if e.kind in ("unscale", "step") and e.optimizer and e.scaler is not None]
             if len(calls) < 2:
                 continue
-            for i, e2 in enumerate(calls):
-                for e1 in calls[:i]:
-                    if e1.scaler != e2.scaler or e1.optimizer != e2.optimizer:
-                        continue
-                    if e1.kind == "unscale" and e2.kind == "step":
-                        continue
-                    if not e1.co_occurs(e2) or not same_iteration(model, e1, e2) or e1.loops != e2.loops:
-                        continue
-                    if any(e1.optimizer in loop.targets or e1.optimizer.split(".")[0] in loop.targets for loop in e1.loops):
-                        continue
-                    if any(True for _ in between(f, e1, e2, ("update",))) or self._may_update_between(model, f, e1, e2):
-                        continue
-                    st = scaler_text(model, f, e2.scaler)
-                    what = "unscale_" if e2.kind == "unscale" else "step"
-                    first = "unscale_" if e1.kind == "unscale" else "step"
-                    err = _ERRORS[(e1.kind, e2.kind)]
-                    yield self.diagnostic(
-                        model,
-                        e2.node,
-                        f"`{st}.{what}({e2.optimizer})` after `{st}.{first}({e1.optimizer})` (line {e1.node.lineno}) "
-                        f"with no `update()` in between raises \"{err}\"",
-                        None,
-                        e2.stmt,
-                    )
-                    break
+            graph, states = None, {}
+            for e2 in calls[1:]:
+                if e2.scaler not in states:
+                    graph = graph or cfg.build(f.node)
+                    states[e2.scaler] = ScalerStates(model, f, e2.scaler, graph)
+                e1 = self._repeated(model, e2, states[e2.scaler].on_entry(e2.stmt))
+                if e1 is None:
+                    continue
+                st = scaler_text(model, f, e2.scaler)
+                what = "unscale_" if e2.kind == "unscale" else "step"
+                first = "unscale_" if e1.kind == "unscale" else "step"
+                yield self.diagnostic(
+                    model,
+                    e2.node,
+                    f"`{st}.{what}({e2.optimizer})` after `{st}.{first}({e1.optimizer})` (line {e1.node.lineno}) "
+                    f"with no `update()` in between raises \"{_ERRORS[(e1.kind, e2.kind)]}\"",
+                    None,
+                    e2.stmt,
+                )
+
+    @staticmethod
+    def _repeated(model, e2, at):
+        """The earliest event of ``e2``'s optimizer that ``e2`` repeats in some assumption set."""
+        hits = [
+            e1 for state in at.values() for e1 in state
+            if e1 is not MORE and e1.seq < e2.seq and e1.optimizer == e2.optimizer and (e1.kind, e2.kind) in _ERRORS
+            and e1.loops == e2.loops and same_iteration(model, e1, e2)
+            and not any(e1.optimizer in lp.targets or e1.optimizer.split(".")[0] in lp.targets for lp in e1.loops)
+        ]
+        return min(hits, key=lambda e: e.seq) if hits else None
 
     def _carried(self, model):
         """An unscale_/step on every micro-batch, update() only under the accumulation test:
@@ -292,10 +332,6 @@ def fit(model, loader, opt, grad_accum):
     def _may_update_in(model, f, loop, scaler) -> bool:
         lo, hi = loop.node.lineno, loop.node.end_lineno or loop.node.lineno
         return any(lo <= c.node.lineno <= hi and _call_may_update(model, c, scaler) for c in f.calls)
-
-    @staticmethod
-    def _may_update_between(model, f, e1, e2) -> bool:
-        return any(e1.seq < c.seq < e2.seq and _call_may_update(model, c, e1.scaler) for c in f.calls)
 
 
 def _call_may_update(model, c, scaler) -> bool:

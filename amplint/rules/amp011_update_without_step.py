@@ -3,8 +3,7 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
-from amplint.core.typestate import CLEAR, Open, ScalerStates
-from amplint.model import amp_ish
+from amplint.core.typestate import CLEAR, Open, ScalerStates, amp_switch
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, same_iteration, scaler_disabled, scaler_text, stmt_anchor
 
@@ -314,7 +313,7 @@ class Trainer:
         step or ``unscale_`` since the last update (the typestate is CLEAR there on every path
         consistent with those outcomes), while under another a step precedes it."""
         at = states.on_entry(u.stmt)
-        steps = sorted({v.event for v in at.values() if isinstance(v, Open) and v.event.kind == "step"}, key=lambda e: e.seq)
+        steps = sorted({o.event for v in at.values() if (o := Open.of(v)) is not None and o.event.kind == "step"}, key=lambda e: e.seq)
         if not steps or CLEAR not in at.values():
             return None
         s = steps[-1]
@@ -323,13 +322,8 @@ class Trainer:
             return None
         if any(accumulation_guard(lit) for lit in g):
             return None  # AMP007
-        if any(amp_ish(lit.key or "") or "scaler" in (lit.key or "") for lit in g):
-            return None  # an AMP switch
-        if self._amp_switch(model, f, u, g):
-            return None
-        enabled = self._enabled_text(model, u.scaler)
-        if enabled and any(enabled in (lit.key or "") for lit in g):
-            return None
+        if any(amp_switch(model, u.scaler, lit.key) for lit in g) or self._amp_switch(model, f, u, g):
+            return None  # an AMP switch (with AMP off the scaler's calls are no-ops)
         st = scaler_text(model, f, u.scaler)
         cond = self._cond_text(model, f, s, g)
         msg = (
@@ -350,18 +344,6 @@ class Trainer:
                 if any(lit.group == gr and lit.arm != arm for gr, arm in groups):
                     return True
         return False
-
-    @staticmethod
-    def _enabled_text(model, key) -> str | None:
-        for a in model.constructions(key):
-            call = a.value
-            if isinstance(call, ast.IfExp):
-                return model.text(call.test)
-            if isinstance(call, ast.Call):
-                for kw in call.keywords:
-                    if kw.arg == "enabled" and not isinstance(kw.value, ast.Constant):
-                        return model.text(kw.value)
-        return None
 
     @staticmethod
     def _guard_if(model, f, s, g):

@@ -65,6 +65,33 @@ for x, y in loader:
 No fix: where the update belongs depends on what the skipped code does.
 """
     valid = [
+        # the update runs only with AMP on; with it off the scaler is disabled (a no-op)
+        """
+import torch
+def train(loader, model, opt, use_amp):
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+    for x in loader:
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        if use_amp:
+            scaler.update()
+        if bad(x):
+            continue
+        log(x)
+""",
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+def train(loader, model, opt):
+    for i, x in enumerate(loader):
+        scaler.scale(model(x)).backward()
+        scaler.step(opt)
+        if scaler.is_enabled():
+            scaler.update()
+        if i > 10:
+            break
+        log(x)
+""",
         # the AMP switch is tested twice; the update is under the same test as the step
         """
 import torch
