@@ -357,8 +357,8 @@ class _AutocastSubclassers(_NamesNearby):
 
 class _ScalerHeirs(_NamesNearby):
     """The project classes that build an enabled GradScaler in ``self.<attr>``: a
-    screened-out file that names one of them and takes a ``state_dict()`` may define a
-    subclass that checkpoints without the scaler it inherits (AMP301)."""
+    screened-out file that names one of them may define a subclass that checkpoints without
+    the scaler it inherits (AMP301), itself or through a saver it hands the optimizer."""
 
     @classmethod
     def of(cls, index, summaries) -> "_ScalerHeirs | None":
@@ -371,8 +371,6 @@ class _ScalerHeirs(_NamesNearby):
         return cls(index, names, paths) if names else None
 
     def search(self, data: bytes):
-        if b"state_dict" not in data:
-            return None
         return next((w for w in self.words if w in data), None)
 
 

@@ -83,9 +83,13 @@ class _Builder:
         """``self.scaler = GradScaler()``: every method of that class runs with the object's
         scaler, optimizer and model, whatever tokens its own lines hold (``fit()`` calls
         ``self.train_step()`` and then ``save_checkpoint(dir, self.model, self.optimizer)``),
-        so the class's methods are walked as one object."""
+        so the class's methods are walked as one object; in project mode, also those of a class
+        whose project base class builds it."""
         m = self.m
         owners = {k[1] for k, assigns in m.assigns.items() if k[0] == "A" and any(a.kind == "ctor" for a in assigns)}
+        idx = m._index
+        if idx is not None and hasattr(idx, "inherited_scaler_attrs"):  # a project base class builds it
+            owners |= {q for q, info in m.classes.items() if getattr(info.node, "bases", None) and idx.inherited_scaler_attrs(m.path, q)}
         if not owners:
             return
         self._walk_late([f for qual, info in m.classes.items() if qual in owners for f in info.methods.values() if not f.walked])
