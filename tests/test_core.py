@@ -169,3 +169,21 @@ def test_walls_between_the_layers():
     ):
         bad += [(package, f, m) for f, m in _imports(package) if any(m == b or m.startswith(b + ".") for b in banned)]
     assert bad == []
+
+
+def test_describe_says_the_state_per_assumption_set():
+    tree, st = _states(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        def train(loader, model, opt, use_amp):
+            for x in loader:
+                if use_amp:
+                    scaler.step(opt)
+                else:
+                    opt.step()
+                mid(x)
+                scaler.update()
+        """
+    )
+    assert st.describe(_at(tree, 10)) == ["if not use_amp: clear (no step since the last update)", "if use_amp: open: step@7"]

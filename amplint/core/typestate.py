@@ -191,6 +191,10 @@ class ScalerStates:
         n = self.cfg.node_of.get(id(stmt))
         return self.before.get(n.index, {}) if n is not None else {}
 
+    def describe(self, stmt) -> list[str]:
+        """The states on entry to ``stmt``, one line per assumption set (for ``explain``)."""
+        return [f"{show_assumptions(a)}: {show(st)}" for a, st in sorted(self.on_entry(stmt).items(), key=lambda x: show_assumptions(x[0]))]
+
     def under_amp_switch(self, assumptions) -> bool:
         """Does the assumption set take the arm of an AMP switch (``if use_amp:``, ``if scaler is
         not None:``, ``if scaler.is_enabled():``, the scaler's own ``enabled=`` expression) that
@@ -212,6 +216,23 @@ class ScalerStates:
             if (o := Open.of(st)) is not None and Open.of(self.transfer(stmt, st)) is not None and not self.under_amp_switch(a)
         ]
         return min(hits, key=lambda o: o.event.seq) if hits else None
+
+
+def show(state) -> str:
+    """A state for people: ``clear``, ``unknown``, or the open events (``step@12, unscale_@10``)."""
+    if state == CLEAR:
+        return "clear (no step since the last update)"
+    names = [f"{'unscale_' if e.kind == 'unscale' else e.kind}@{e.node.lineno}" for e in sorted((x for x in state if x is not MORE), key=lambda x: x.seq)]
+    if not names:
+        return "unknown"
+    return "open: " + ", ".join(names) + (" (and maybe more)" if MORE in state else "")
+
+
+def show_assumptions(assumptions) -> str:
+    """``if use_amp`` / ``if not clip`` for an assumption set, or ``every path``."""
+    if not assumptions:
+        return "every path"
+    return ", ".join(("if " if pol else "if not ") + k for k, pol, _i, _a in sorted(assumptions, key=lambda x: (x[0], x[1])))
 
 
 def amp_switch(model, key, test_key: str | None) -> bool:
@@ -239,13 +260,22 @@ def enabled_text(model, key) -> str | None:
 
 
 def _may_drive(model, call, key, unseen: str) -> bool:
-    """Could this call do ``unseen`` ("update" or "step") to the scaler ``key`` out of our sight?"""
-    if any(k == key for _p, k in call.arg_keys):
-        return True  # a helper that receives the scaler
+    """Could this call do ``unseen`` ("update" or "step") to the scaler ``key`` out of our sight?
+    A function of this file is asked what it does to the parameter it is handed the scaler in
+    (and to the scaler itself); an unresolved call handed the scaler may do anything, and an
+    unknown method of the object holding it may update it."""
     callee = model.resolve_callee(call)
-    if unseen == "step":  # a project function that steps this scaler
-        return callee is not None and (
-            any(e.kind == "step" and e.scaler == key for e in callee.events) if callee.walked else model.mentions(callee, "step("))
-    if callee is not None:
-        return model.may_update(callee, key) if callee.walked else model.mentions(callee, "update")
-    return key[0] == "A" and model.calls_self_unknown(call)
+    if callee is None:  # (an unknown method of the object is feared to update it, not to step it)
+        return any(k == key for _p, k in call.arg_keys) or (unseen == "update" and key[0] == "A" and model.calls_self_unknown(call))
+    if not callee.walked:
+        return model.mentions(callee, "update" if unseen == "update" else "step(")
+    keys = [key]
+    for pos, k in call.arg_keys:
+        if k == key:
+            name = model._param_for(callee, pos)
+            if name is None:
+                return True  # handed on through *args/**kwargs
+            keys.append(("L", callee.fid, name))
+    if unseen == "update":
+        return any(model.may_update(callee, k) for k in keys)
+    return any(e.kind == "step" and e.scaler in keys for e in callee.events)
