@@ -129,8 +129,12 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
         return d
     plans = {f.qualname: build_plan(info, f, loaded, f"{d.display}:{f.qualname}", overrides, dtype_name)
              for f in cands}
+    models = [c for q, c in info.classes.items() if "." not in q and any(b.split(".")[-1] == "Module" for b in c.bases)
+              and isinstance(loaded.namespace.get(q), type)]
     for f in cands:
         plans[f.qualname].problem = fit_problem(_loop_code(info, f))
+        if len(models) == 1:  # the file's one model class: the harness builds it when it can
+            plans[f.qualname].model_class = loaded.namespace[models[0].qualname]
     if function is not None:
         f = cands[0]
         p = plans[f.qualname]

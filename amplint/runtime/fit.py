@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 __all__ = ["Problem", "fit_problem", "LOSS_KINDS"]
 
@@ -59,21 +59,28 @@ class Problem:
     loss_name: str = "mse_loss"  # the loss the harness hands to a loss_fn parameter
     evidence: tuple[str, ...] = field(default=(), compare=False)  # what in the code chose it
     unknown: str | None = field(default=None, compare=False)  # why no problem could be fitted
+    in_shape: tuple[int, ...] = (8,)  # one sample's input shape
+    out_shape: tuple[int, ...] | None = None  # one sample's output shape (the user's model); None: bundled
+    model_name: str | None = None  # the user's model class the harness builds, None: the bundled model
+    model_factory: Any = field(default=None, compare=False, repr=False)  # () -> nn.Module
 
     @property
     def out_dim(self) -> int:
         return self.n_classes if self.target == "classes" else 1
 
-    def key(self) -> tuple[str, bool, int]:
-        return (self.target, self.squeeze, self.n_classes)
+    def key(self) -> tuple[Any, ...]:
+        return (self.target, self.squeeze, self.n_classes, self.in_shape, self.model_name)
 
     def describe(self) -> str:
+        out = f"(64, {', '.join(map(str, self.out_shape))})" if self.out_shape is not None else None
         if self.target == "classes":
-            t = f"int64 class indices (64,) of {self.n_classes} classes, model output (64, {self.n_classes})"
+            t = (f"int64 class indices (64,) of {self.n_classes} classes, "
+                 f"model output {out or f'(64, {self.n_classes})'}")
         else:
             kind = "0./1. float targets" if self.target == "binary" else "float targets"
-            t = f"{kind} {'(64,)' if self.squeeze else '(64, 1)'}, model output (64, 1)"
-        s = f"inputs float32 (64, 8); {t}; loss_fn <- {self.loss_name}"
+            t = f"{kind} {'(64,)' if self.squeeze else '(64, 1)'}, model output {out or '(64, 1)'}"
+        shape = ", ".join(map(str, (64, *self.in_shape)))
+        s = f"inputs float32 ({shape}); {t}; loss_fn <- {self.loss_name}"
         if self.evidence:
             s += " (from " + ", ".join(self.evidence) + ")"
         return s

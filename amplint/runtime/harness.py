@@ -281,6 +281,50 @@ def cpu_threads(device: str, n: int = 1) -> Iterator[None]:
 
 
 _PROBLEM: list[Problem] = [Problem()]
+# one sample's input shapes a dry probe tries on the loop's own model class: features, then images
+PROBE_SHAPES: list[tuple[int, ...]] = [(N_FEATURES,), (1, 8, 8), (3, 8, 8), (1, 16, 16), (3, 16, 16),
+                                       (1, 28, 28), (3, 32, 32)]
+
+
+def probe_model(cls: Any, problem: Problem) -> tuple[Problem | None, str]:
+    """A dry fp32 forward of the loop's model class ``cls()`` on CPU (no step): the first input
+    shape of :data:`PROBE_SHAPES` it accepts and the output shape it gives, made into a problem
+    whose targets fit ``problem``'s loss; ``(None, why)`` when it cannot be used."""
+    name = getattr(cls, "__qualname__", str(cls))
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = cls()
+    except Exception as exc:
+        return None, f"{name}() cannot be built without arguments ({type(exc).__name__}: {exc})"
+    if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
+        return None, f"{name}() is not a torch.nn.Module with parameters"
+    model.eval()
+    for shape in PROBE_SHAPES:
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = model(torch.zeros(2, *shape))
+        except Exception:
+            continue
+        if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != 2 or not out.is_floating_point():
+            return None, f"{name}'s output on a (2, {', '.join(map(str, shape))}) input is not a batch of floats"
+        per = tuple(out.shape[1:])
+        import dataclasses
+
+        kw: dict[str, Any] = {"in_shape": shape, "out_shape": per, "model_name": name,
+                              "model_factory": cls}
+        if problem.target == "classes":
+            if len(per) != 1 or per[0] < 2:
+                return None, f"{name} outputs {per} per sample: not class scores for {problem.loss_name}"
+            kw["n_classes"] = per[0]
+        elif per == ():
+            kw["squeeze"] = True  # the model squeezes itself: 1-D targets
+        elif per != (1,):
+            return None, f"{name} outputs {per} per sample: the harness's targets are one value per sample"
+        return dataclasses.replace(problem, **kw), ""
+    return None, (f"{name} accepts none of the probed input shapes "
+                  + ", ".join("(N, " + ", ".join(map(str, s)) + ")" for s in PROBE_SHAPES))
 
 
 def current_problem() -> Problem:
@@ -303,23 +347,28 @@ def make_data(seed: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     indices ``argmax(x @ W)``, or binary labels ``x @ w > 0`` (as floats)."""
     pb = current_problem()
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(N_SAMPLES, N_FEATURES, generator=g)
+    x = torch.randn(N_SAMPLES, *pb.in_shape, generator=g)
+    xf = x.reshape(N_SAMPLES, -1)  # an image's pixels, as features
+    nf = xf.shape[1]
     if pb.target == "classes":
-        w = torch.randn(N_FEATURES, pb.n_classes, generator=g)
-        y = (x @ w).argmax(dim=1)
+        w = torch.randn(nf, pb.n_classes, generator=g)
+        y = (xf @ w).argmax(dim=1)
     elif pb.target == "binary":
-        w = torch.randn(N_FEATURES, 1, generator=g)
-        y = (x @ w > 0).float()
+        w = torch.randn(nf, 1, generator=g)
+        y = (xf @ w > 0).float()
     else:
-        w = torch.randn(N_FEATURES, 1, generator=g)
-        y = torch.tanh(x @ w) + 0.05 * torch.randn(N_SAMPLES, 1, generator=g)
+        w = torch.randn(nf, 1, generator=g) / (nf / N_FEATURES) ** 0.5
+        y = torch.tanh(xf @ w) + 0.05 * torch.randn(N_SAMPLES, 1, generator=g)
     if pb.squeeze and pb.target != "classes":
         y = y.reshape(-1).contiguous()
     return x.to(device), y.to(device)
 
 
 def tiny_model(device: str) -> torch.nn.Module:
-    """The bundled model, ``Linear(8,32)-ReLU-Linear(32,out)`` (out: the number of classes, or 1)."""
+    """The bundled model, ``Linear(8,32)-ReLU-Linear(32,out)`` (out: the number of classes, or 1),
+    or the loop's own model class when the problem was fitted to it (built after the same seed)."""
+    if current_problem().model_factory is not None:
+        return current_problem().model_factory().to(device)
     return torch.nn.Sequential(
         torch.nn.Linear(N_FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, current_problem().out_dim)
     ).to(device)

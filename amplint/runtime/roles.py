@@ -207,6 +207,8 @@ class Plan:
         self.namespace: dict[str, Any] = {}
         self.target: Any = None  # function or class
         self.problem: Any = None  # amplint.runtime.fit.Problem the harness's data fits (set by discover)
+        self.model_class: Any = None  # the file's one nn.Module subclass, when it has one
+        self.model_note: str | None = None  # why the bundled model is used instead of model_class
         self.guards: list[tuple[int, str, str]] = []
         for line, g, kind in func.guards:  # a step and an update under one guard: show it once
             if g not in [t for _, t, _ in self.guards]:
@@ -231,6 +233,8 @@ class Plan:
             why = {"role": "", "default": "  (its default)", "--arg": "  (--arg)", "init": "  (set by __init__)"}[s.source]
             what = s.describe
             if self.problem is not None and self.problem.unknown is None:  # the fitted problem's model/loss
+                if self.problem.model_name and what.startswith("the harness model"):
+                    what = f"the loop's own {self.problem.model_name}() (seeded, built by the harness)"
                 what = what.replace("Linear(32,1)", f"Linear(32,{self.problem.out_dim})")
                 if s.role == "loss_fn" and what == "mse_loss":
                     what = self.problem.loss_name
@@ -240,6 +244,10 @@ class Plan:
             lines.append(f"  guard: {what} (line {line}) runs only when {g}")
         if self.problem is not None and self.problem.unknown is None:
             lines.append(f"  data: {self.problem.describe()}")
+            if self.problem.model_name:
+                lines.append(f"  model: the loop's own {self.problem.model_name} (reference and fp32 runs too)")
+            elif self.model_note:
+                lines.append(f"  model: the bundled tiny model, not the loop's own: {self.model_note}")
         return lines
 
     # -- calling

@@ -99,6 +99,13 @@ def _run_one(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -
         if hasattr(inv, "describe"):
             row.mapping = inv.describe()
         return row
+    cls = getattr(inv, "model_class", None)
+    if problem is not None and cls is not None:
+        fitted, why = harness.probe_model(cls, problem)
+        if fitted is not None:
+            problem = inv.problem = fitted
+        else:
+            inv.model_note = why
     with harness.use_problem(problem):
         return _run_fitted(name, inv, device, dtype, is_reference)
 

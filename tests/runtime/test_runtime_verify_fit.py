@@ -129,3 +129,44 @@ def test_exit_code_fail_wins_over_cannot_verify():
     a = verify.Row("a", "cpu", "float16", cannot="cannot verify: x")
     b = verify.Row("b", "cpu", "float16", error="boom")
     assert verify.exit_code([a]) == 2 and verify.exit_code([a, b]) == 1 and verify.exit_code([]) == 0
+
+
+def test_conv_net_on_images_uses_the_loops_own_model_class():
+    [row], code = run("conv_classifier.py")
+    assert code == 0
+    assert_bit_identical_pass(row)
+    text = "\n".join(row.mapping)
+    assert "model     <- the loop's own SmallConvNet() (seeded, built by the harness)" in text
+    assert ("data: inputs float32 (64, 1, 16, 16); int64 class indices (64,) of 10 classes, "
+            "model output (64, 10)") in text
+    assert "model: the loop's own SmallConvNet (reference and fp32 runs too)" in text
+
+
+def test_a_model_class_that_needs_arguments_falls_back_to_the_bundled_model(tmp_path):
+    p = tmp_path / "needs_args.py"
+    p.write_text(textwrap.dedent('''
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.fc = nn.Linear(8, width)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        def train(model, loader, optimizer, scaler):
+            for x, y in loader:
+                optimizer.zero_grad()
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = F.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+    '''))
+    [row], code = run(str(p))
+    assert code == 0, verify.format_table([row])
+    assert any(x.startswith("  model: the bundled tiny model, not the loop's own: Net() cannot be built "
+                            "without arguments (TypeError") for x in row.mapping), row.mapping
