@@ -16,8 +16,9 @@ One row per function, with a verdict: ``pass``, ``FAIL`` or ``cannot verify`` (t
 not make the loop's contract hold: torch reported a shape/dtype/target mismatch on the harness's
 data, the loop mixes losses with different target contracts, or the loop trains bit-for-bit like
 the reference and the reference itself does not learn the problem). The exit code is 1 when a
-check fails, the sanitizer reports a misuse, a file cannot be loaded, or a function cannot be
-mapped (nothing verified); else 2 when a function could not be verified; else 0. The loop's
+check fails, the sanitizer reports a misuse, or a file cannot be loaded; else 2 when a function
+could not be verified (including one whose parameters cannot be mapped, and a loop at the top
+level of a script, which verify does not run); else 0. The loop's
 own prints go to stderr, so stdout (or ``-o FILE``) carries only amplint's output.
 """
 
@@ -217,14 +218,17 @@ def verify(
         for d in found:
             sys.argv = [d.path]
             if d.error:
-                rows.append(Row(d.display, dev, harness.dtype_name(dt), error=d.error))
+                # a top-level loop is not run (yet): not verified, not a failure of the loop
+                top = d.error.startswith("no training function: the training loop runs at the top level")
+                rows.append(Row(d.display, dev, harness.dtype_name(dt), error=d.error,
+                                cannot=d.error if top else None))
                 continue
             for t in d.targets:
                 if t.status == "run":
                     rows.append(_run_one(t.plan.display, t.plan, dev, dt, False))
-                elif t.status == "unmapped":
-                    rows.append(Row(t.plan.display, dev, harness.dtype_name(dt),
-                                    error=f"cannot verify {t.func.qualname}: {t.reason}"))
+                elif t.status == "unmapped":  # the harness cannot call it: cannot verify (exit 2)
+                    why = f"cannot verify {t.func.qualname}: {t.reason}"
+                    rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), error=why, cannot=why))
                 else:
                     rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), kind="note",
                                     notes=[f"not run: {t.reason}" if t.status == "caller" else t.reason]))
@@ -237,8 +241,9 @@ def verify(
 
 
 def exit_code(rows: Sequence[Row]) -> int:
-    """1 when a check fails, the sanitizer reports a misuse or a file cannot be loaded or mapped;
-    else 2 when a loop could not be verified (``cannot verify``); else 0."""
+    """1 when a check fails, the sanitizer reports a misuse or a file cannot be loaded; else 2
+    when a loop could not be verified (``cannot verify``, an unmapped function, a top-level
+    loop); else 0."""
     if not all(r.ok for r in rows):
         return 1
     return 2 if any(r.cannot for r in rows) else 0
@@ -262,11 +267,11 @@ def format_table(rows: Sequence[Row]) -> str:
     body = []
     table_rows = [r for r in rows if r.kind != "note"]
     for r in table_rows:
-        if r.error:
-            body.append([r.loop, r.device, r.dtype, "ERROR (see below)"] + [""] * (len(header) - 4))
-            continue
         if r.cannot:
             body.append([r.loop, r.device, r.dtype, "cannot verify (see below)"] + [""] * (len(header) - 4))
+            continue
+        if r.error:
+            body.append([r.loop, r.device, r.dtype, "ERROR (see below)"] + [""] * (len(header) - 4))
             continue
         cells = [r.loop, r.device, r.dtype]
         for name in CHECK_NAMES:

@@ -170,3 +170,11 @@ def test_a_model_class_that_needs_arguments_falls_back_to_the_bundled_model(tmp_
     assert code == 0, verify.format_table([row])
     assert any(x.startswith("  model: the bundled tiny model, not the loop's own: Net() cannot be built "
                             "without arguments (TypeError") for x in row.mapping), row.mapping
+
+
+def test_unmapped_and_top_level_loops_are_cannot_verify_rows():
+    rows, code = run("config_trainer.py")
+    assert code == 2 and rows[0].verdict == "cannot verify"
+    table = verify.format_table(rows)
+    assert "cannot verify (see below)" in table and "ERROR" not in table
+    assert rows[0].cannot.startswith("cannot verify ConfigTrainer.fit: parameter `cfg` has no known role")
