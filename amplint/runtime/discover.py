@@ -17,9 +17,13 @@ calls is verified, as an error otherwise.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import sys
+from typing import Any
+
+from amplint.runtime.fit import fit_problem
 from amplint.runtime.loader import LoadError, Loaded, load_definitions
 from amplint.runtime.roles import Plan, build_plan
 from amplint.runtime.static_info import FileInfo, FuncInfo, analyse
@@ -74,6 +78,16 @@ def _top_level_message(display: str, info: FileInfo) -> str:
             f"`def train(model, loader, optimizer, scaler): ...`, and verify that")
 
 
+def _loop_code(info: FileInfo, func: Any) -> list[ast.AST]:
+    """The code whose loss and reshaping the harness's problem must fit: the function, the
+    same-file functions it calls, its class (a method) and the module's top-level assignments."""
+    nodes: list[ast.AST] = [f.node for f in info.callees_closure(func.qualname)]
+    if func.cls and func.cls in info.classes:
+        nodes.append(info.classes[func.cls].node)
+    nodes.extend(s for s in info.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)))
+    return nodes
+
+
 def discover(path: str | os.PathLike[str], *, function: str | None = None,
              overrides: dict[str, str] | None = None, dtype_name: str = "float16") -> Discovery:
     """Load ``path``'s definitions and decide what to run (see the module docstring).
@@ -115,6 +129,12 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
         return d
     plans = {f.qualname: build_plan(info, f, loaded, f"{d.display}:{f.qualname}", overrides, dtype_name)
              for f in cands}
+    models = [c for q, c in info.classes.items() if "." not in q and any(b.split(".")[-1] == "Module" for b in c.bases)
+              and isinstance(loaded.namespace.get(q), type)]
+    for f in cands:
+        plans[f.qualname].problem = fit_problem(_loop_code(info, f))
+        if len(models) == 1:  # the file's one model class: the harness builds it when it can
+            plans[f.qualname].model_class = loaded.namespace[models[0].qualname]
     if function is not None:
         f = cands[0]
         p = plans[f.qualname]

@@ -56,6 +56,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -65,6 +66,7 @@ import torch.optim.optimizer as _optim_mod
 from torch.amp import autocast_mode as _autocast_mode
 
 from amplint.runtime import reference
+from amplint.runtime.fit import Problem
 
 __all__ = [
     "Check", "DeviceUnavailable", "Report", "RunResult", "LoopConfig", "Env", "FnInvoker",
@@ -159,6 +161,8 @@ class Report:
     config: LoopConfig | None = None
     reference: tuple[bool, str] | None = None  # (same as the configured reference?, detail)
     notes: list[str] = field(default_factory=list)
+    cannot: str | None = None  # cannot verify: the harness could not make the loop's contract hold
+    problem: Problem | None = None
 
     @property
     def ok(self) -> bool:
@@ -216,6 +220,24 @@ class RunResult:
     params_finite: bool = True
     params: list[torch.Tensor] = field(default_factory=list)
     contract: str = "step"
+    contract_issue: str | None = None  # the harness's data did not fit the loop (see _contract_issue)
+
+
+# what torch says when the data a loop gets does not fit its model or loss (shape, dtype,
+# class-index contract, batch structure): the harness's fault, not the loop's
+_CONTRACT_TEXTS = (
+    "using a target size", "target size", "must match the size of tensor", "expected scalar type",
+    "expected scalar type long", "expected long", "expected floating point type for target", "0d or 1d target tensor expected",
+    "multi-target not supported", "is out of bounds", "mat1 and mat2 shapes cannot be multiplied",
+    "expected input batch_size", "given groups=", "expected 3d", "expected 4d", "expected 2d",
+    "is invalid for input of size", "values to unpack", "dimension out of range",
+    "result type float can't be cast to the desired output type long",
+)
+
+
+def _contract_issue(text: str) -> bool:
+    low = text.lower()
+    return any(t in low for t in _CONTRACT_TEXTS)
 
 
 # --------------------------------------------------------------------------- set-up helpers
@@ -258,12 +280,98 @@ def cpu_threads(device: str, n: int = 1) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
+_PROBLEM: list[Problem] = [Problem()]
+# one sample's input shapes a dry probe tries on the loop's own model class: features, then images
+PROBE_SHAPES: list[tuple[int, ...]] = [(N_FEATURES,), (1, 8, 8), (3, 8, 8), (1, 16, 16), (3, 16, 16),
+                                       (1, 28, 28), (3, 32, 32)]
+
+
+def probe_model(cls: Any, problem: Problem) -> tuple[Problem | None, str]:
+    """A dry fp32 forward of the loop's model class ``cls()`` on CPU (no step): the first input
+    shape of :data:`PROBE_SHAPES` it accepts and the output shape it gives, made into a problem
+    whose targets fit ``problem``'s loss; ``(None, why)`` when it cannot be used."""
+    name = getattr(cls, "__qualname__", str(cls))
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = cls()
+    except Exception as exc:
+        return None, f"{name}() cannot be built without arguments ({type(exc).__name__}: {exc})"
+    if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
+        return None, f"{name}() is not a torch.nn.Module with parameters"
+    model.eval()
+    for shape in PROBE_SHAPES:
+        try:
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = model(torch.zeros(2, *shape))
+        except Exception:
+            continue
+        if not isinstance(out, torch.Tensor) or out.dim() == 0 or out.shape[0] != 2 or not out.is_floating_point():
+            return None, f"{name}'s output on a (2, {', '.join(map(str, shape))}) input is not a batch of floats"
+        per = tuple(out.shape[1:])
+        import dataclasses
+
+        kw: dict[str, Any] = {"in_shape": shape, "out_shape": per, "model_name": name,
+                              "model_factory": cls}
+        if problem.target == "classes":
+            if len(per) != 1 or per[0] < 2:
+                return None, f"{name} outputs {per} per sample: not class scores for {problem.loss_name}"
+            kw["n_classes"] = per[0]
+        elif per == ():
+            kw["squeeze"] = True  # the model squeezes itself: 1-D targets
+        elif per != (1,):
+            return None, f"{name} outputs {per} per sample: the harness's targets are one value per sample"
+        return dataclasses.replace(problem, **kw), ""
+    return None, (f"{name} accepts none of the probed input shapes "
+                  + ", ".join("(N, " + ", ".join(map(str, s)) + ")" for s in PROBE_SHAPES))
+
+
+def current_problem() -> Problem:
+    """The problem the harness builds its data, model output and loss from (see :mod:`fit`)."""
+    return _PROBLEM[-1]
+
+
+@contextlib.contextmanager
+def use_problem(problem: Problem | None) -> Iterator[None]:
+    """Run the harness on ``problem`` (None: the default regression problem) and restore."""
+    _PROBLEM.append(problem or Problem())
+    try:
+        yield
+    finally:
+        _PROBLEM.pop()
+
+
 def make_data(seed: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The seeded data set of the current problem: regression ``tanh(x @ w) + noise``, class
+    indices ``argmax(x @ W)``, or binary labels ``x @ w > 0`` (as floats)."""
+    pb = current_problem()
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(N_SAMPLES, N_FEATURES, generator=g)
-    w = torch.randn(N_FEATURES, 1, generator=g)
-    y = torch.tanh(x @ w) + 0.05 * torch.randn(N_SAMPLES, 1, generator=g)
+    x = torch.randn(N_SAMPLES, *pb.in_shape, generator=g)
+    xf = x.reshape(N_SAMPLES, -1)  # an image's pixels, as features
+    nf = xf.shape[1]
+    if pb.target == "classes":
+        w = torch.randn(nf, pb.n_classes, generator=g)
+        y = (xf @ w).argmax(dim=1)
+    elif pb.target == "binary":
+        w = torch.randn(nf, 1, generator=g)
+        y = (xf @ w > 0).float()
+    else:
+        w = torch.randn(nf, 1, generator=g) / (nf / N_FEATURES) ** 0.5
+        y = torch.tanh(xf @ w) + 0.05 * torch.randn(N_SAMPLES, 1, generator=g)
+    if pb.squeeze and pb.target != "classes":
+        y = y.reshape(-1).contiguous()
     return x.to(device), y.to(device)
+
+
+def tiny_model(device: str) -> torch.nn.Module:
+    """The bundled model, ``Linear(8,32)-ReLU-Linear(32,out)`` (out: the number of classes, or 1),
+    or the loop's own model class when the problem was fitted to it (built after the same seed)."""
+    if current_problem().model_factory is not None:
+        return current_problem().model_factory().to(device)
+    return torch.nn.Sequential(
+        torch.nn.Linear(N_FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, current_problem().out_dim)
+    ).to(device)
 
 
 def make_optimizers(model: torch.nn.Module, n: int = 1) -> list[torch.optim.Optimizer]:
@@ -279,9 +387,7 @@ def make_optimizers(model: torch.nn.Module, n: int = 1) -> list[torch.optim.Opti
 
 def make_model(seed: int, device: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(N_FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1)
-    ).to(device)
+    model = tiny_model(device)
     return model, make_optimizers(model, 1)[0]
 
 
@@ -291,18 +397,34 @@ def make_batches(x: torch.Tensor, y: torch.Tensor, steps: int) -> list[tuple[tor
             for i in range(steps)]
 
 
-def loss_fn(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.mse_loss(pred, target)
+def loss_fn(pred: torch.Tensor, target: torch.Tensor, *a: Any, **k: Any) -> torch.Tensor:
+    """The current problem's loss: ``mse_loss``, ``cross_entropy`` or
+    ``binary_cross_entropy_with_logits``."""
+    F = torch.nn.functional
+    target_kind = current_problem().target
+    if target_kind == "classes":
+        return F.cross_entropy(pred, target, *a, **k)
+    if target_kind == "binary":
+        return F.binary_cross_entropy_with_logits(pred, target, *a, **k)
+    return F.mse_loss(pred, target, *a, **k)
+
+
+def _fit_output(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The model output reshaped like the loop does (``squeeze(-1)``) when the targets are 1-D."""
+    if current_problem().target != "classes" and pred.shape != target.shape and pred.numel() == target.numel():
+        return pred.reshape(target.shape)
+    return pred
 
 
 @torch.no_grad()
 def eval_fp32(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """The mse of ``model`` on (x, y) in fp32, outside autocast (a copy is cast to fp32 when the
+    """The problem's loss of ``model`` on (x, y) in fp32, outside autocast (a copy is cast to fp32 when the
     loop turned the model's parameters into fp16/bf16, e.g. with ``model.half()``)."""
     if any(p.dtype != torch.float32 for p in model.parameters()):
         model = copy.deepcopy(model).float()
     try:
-        return float(torch.nn.functional.mse_loss(model(x.float()).float(), y.float()))
+        pred = model(x.float()).float()
+        return float(loss_fn(_fit_output(pred, y), y if current_problem().target == "classes" else y.float()))
     except Exception:  # the loop left the model unusable: report it as not finite
         return math.nan
 
@@ -422,6 +544,11 @@ def reference_invoker(cfg: LoopConfig, *, amp: bool = True) -> FnInvoker:
 
     def ref(model: Any, batches: Any, loss: Any, optimizer: Any, scaler: Any, *, device_type: str,
             dtype: torch.dtype) -> list[float]:
+        if current_problem().squeeze:  # the loop reshapes the output to the 1-D targets: so does the reference
+            inner = loss
+
+            def loss(pred: Any, target: Any) -> Any:
+                return inner(_fit_output(pred, target), target)
         return reference.train_loop(
             model, batches, loss, optimizer, scaler, device_type=device_type,
             dtype=(cfg.dtype or dtype) if amp else dtype, clip=cfg.clip, accum_steps=cfg.accum,
@@ -660,9 +787,7 @@ def run_loop(
     res = RunResult(contract=inv.kind)
     x, y = make_data(seed, device)
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(N_FEATURES, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1)
-    ).to(device)
+    model = tiny_model(device)
     opts = make_optimizers(model, getattr(inv, "n_optimizers", 1))
     batches = _Batches(make_batches(x, y, steps))
     res.first_eval = eval_fp32(model, *batches[0])
@@ -694,9 +819,11 @@ def run_loop(
     returned: list[float | None] = []
     traces: dict[int, _ScalerTrace] = {}
     force = {k: v for k, v in kwargs.items() if k in ("init_scale", "growth_interval")} or None
+    caught: list[warnings.WarningMessage] = []
     try:
         with _observe(res, env, batch_index, force_scaler=force, translate=translate) as traces, \
-                contextlib.redirect_stdout(sys.stderr):
+                contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             if inv.kind == "step":
                 for i, batch in enumerate(batches):
                     returned.append(_as_float(inv(env, batch, i)))
@@ -715,10 +842,18 @@ def run_loop(
         user = [f for f in tb if not os.path.abspath(f.filename).startswith(skip)]
         if user:
             res.error += f" (at {user[-1].filename}:{user[-1].lineno})"
+        if _contract_issue(str(exc)):
+            res.contract_issue = res.error
     finally:
         for h in handles:
             h.remove()
         env.close()
+    for w in caught:  # a broadcasting loss is the harness's data not fitting; others pass through
+        text = str(w.message)
+        if res.contract_issue is None and _contract_issue(text):
+            res.contract_issue = f"{w.category.__name__}: {text.strip()} (at {w.filename}:{w.lineno})"
+        elif not _contract_issue(text):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     res.batches_seen = getattr(batches, "seen", 0)
     # the scaler that drove the loop: the harness's when the loop used it, else the first of its own
     used = [t for t in traces.values() if t.n_scale or t.n_step or t.n_update]
@@ -795,7 +930,7 @@ def fp32_baseline(seed: int = 0, device: str = "cpu", steps: int = STEPS,
     """The fp32 run (no autocast, a disabled scaler) of the reference configured like ``config``
     (accumulation, clipping, optimizers), with the same seed; cached per process."""
     cfg = config or LoopConfig()
-    key = (seed, device, steps, cfg.key())
+    key = (seed, device, steps, cfg.key(), current_problem().key())
     if key not in _fp32_cache:
         _fp32_cache[key] = run_loop(reference_invoker(cfg, amp=False), seed=seed, device=device,
                                     dtype=torch.float32, steps=steps, scaler_kwargs={"enabled": False})
@@ -915,6 +1050,13 @@ def check_all(
         res = run_loop(inv, seed=seed, device=dev, dtype=dt, steps=steps)
         cfg = observed_config(res, getattr(inv, "n_optimizers", 1), dev, dt)
         report.config = cfg
+        report.problem = current_problem()
+        if res.contract_issue:
+            report.cannot = (f"the harness's data ({current_problem().describe()}) does not fit the loop: "
+                             f"{res.contract_issue}")
+            for name in CHECK_NAMES:
+                report.checks.append(Check(name, None, "not run: cannot verify", "-"))
+            return report
         if res.translated:
             report.notes.append(f"the loop's {' and '.join(sorted(res.translated))} for 'cuda' ran on cpu "
                                 f"(no CUDA here)")
@@ -972,6 +1114,15 @@ def check_all(
         if compare or not report.ok:
             ok, detail = _compare_runs(res, ref_run("main"), exact)
             report.reference = (ok, detail)
+            learn = [c for c in report.checks if c.name in ("2_loss_vs_fp32", "2b_learned") and c.passed is False]
+            if ok and exact and learn and not res.error:
+                # bit-for-bit the reference: the reference itself does not learn this problem
+                report.cannot = ("the loop trains bit-for-bit like the reference, and the reference itself "
+                                 "fails " + ", ".join(c.name for c in learn) + " on this problem: "
+                                 "the harness's problem is at fault, not the loop")
+                for c in learn:
+                    c.passed = None
+                    c.figure += " (reference too)"
             if not ok and not res.error:
                 for c in report.checks:
                     if c.name in ("2_loss_vs_fp32", "2b_learned") and c.passed is False:

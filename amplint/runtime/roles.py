@@ -4,7 +4,8 @@ module-level names it needs) to the harness objects, by role.
 Roles and what the harness passes:
 
 =============  =====================================================================
-model          the harness model (``Linear(8,32)-ReLU-Linear(32,1)``)
+model          the harness model (``Linear(8,32)-ReLU-Linear(32,1)``; ``Linear(32,4)`` last for
+               a classification loss, see :mod:`amplint.runtime.fit`)
 optimizer      an ``SGD(lr=0.05, momentum=0.9)``; with several optimizer parameters the
                model's parameters are split between them (first layer, second layer)
 optimizers     a list of two such optimizers
@@ -12,7 +13,8 @@ scaler         ``torch.amp.GradScaler(device)``
 loader         one epoch of harness batches: 50 ``(x, y)`` pairs of 64 samples
 batch          one ``(x, y)`` pair per call (the function is called once per batch)
 inputs/targets ``x`` / ``y`` of the batch (called once per batch)
-loss_fn        ``mse_loss``
+loss_fn        the fitted problem's loss: ``mse_loss``, ``cross_entropy`` or
+               ``binary_cross_entropy_with_logits``
 device         the harness device (``"cpu"``/``"cuda"``; a ``torch.device`` when the
                function reads ``.type``); device_type: the device string
 dtype          the autocast dtype (``--dtype``)
@@ -204,6 +206,9 @@ class Plan:
         self.n_optimizers = 1
         self.namespace: dict[str, Any] = {}
         self.target: Any = None  # function or class
+        self.problem: Any = None  # amplint.runtime.fit.Problem the harness's data fits (set by discover)
+        self.model_class: Any = None  # the file's one nn.Module subclass, when it has one
+        self.model_note: str | None = None  # why the bundled model is used instead of model_class
         self.guards: list[tuple[int, str, str]] = []
         for line, g, kind in func.guards:  # a step and an update under one guard: show it once
             if g not in [t for _, t, _ in self.guards]:
@@ -226,10 +231,23 @@ class Plan:
             arrow = "<-" if s.source in ("role", "--arg") else "= "
             arrow = arrow.rstrip()
             why = {"role": "", "default": "  (its default)", "--arg": "  (--arg)", "init": "  (set by __init__)"}[s.source]
-            lines.append(f"  {s.label.ljust(width)} {arrow} {s.describe}{why}")
+            what = s.describe
+            if self.problem is not None and self.problem.unknown is None:  # the fitted problem's model/loss
+                if self.problem.model_name and what.startswith("the harness model"):
+                    what = f"the loop's own {self.problem.model_name}() (seeded, built by the harness)"
+                what = what.replace("Linear(32,1)", f"Linear(32,{self.problem.out_dim})")
+                if s.role == "loss_fn" and what == "mse_loss":
+                    what = self.problem.loss_name
+            lines.append(f"  {s.label.ljust(width)} {arrow} {what}{why}")
         for line, g, kind in self.guards[:2]:
             what = {"opt_step": "optimizer.step"}.get(kind, f"scaler.{kind}")
             lines.append(f"  guard: {what} (line {line}) runs only when {g}")
+        if self.problem is not None and self.problem.unknown is None:
+            lines.append(f"  data: {self.problem.describe()}")
+            if self.problem.model_name:
+                lines.append(f"  model: the loop's own {self.problem.model_name} (reference and fp32 runs too)")
+            elif self.model_note:
+                lines.append(f"  model: the bundled tiny model, not the loop's own: {self.model_note}")
         return lines
 
     # -- calling

@@ -8,8 +8,17 @@ the harness objects by role (:mod:`amplint.runtime.roles`). Each function then r
 harness checks, is compared with the reference loop configured like it (accumulation
 interval, clipping, optimizers, autocast dtype), and runs a few steps under the sanitizer.
 
-One row per function; the exit code is 1 when a check fails, the sanitizer reports a misuse,
-a file cannot be loaded, or a function cannot be mapped (nothing verified), else 0. The loop's
+The tiny seeded problem is fitted to each function's loss and reshaping first
+(:mod:`amplint.runtime.fit`: class indices for ``cross_entropy``, 0/1 floats for
+``bce_with_logits``, 1-D targets for ``model(x).squeeze(-1)``), and printed as its ``data:`` line.
+
+One row per function, with a verdict: ``pass``, ``FAIL`` or ``cannot verify`` (the harness could
+not make the loop's contract hold: torch reported a shape/dtype/target mismatch on the harness's
+data, the loop mixes losses with different target contracts, or the loop trains bit-for-bit like
+the reference and the reference itself does not learn the problem). The exit code is 1 when a
+check fails, the sanitizer reports a misuse, or a file cannot be loaded; else 2 when a function
+could not be verified (including one whose parameters cannot be mapped, and a loop at the top
+level of a script, which verify does not run); else 0. The loop's
 own prints go to stderr, so stdout (or ``-o FILE``) carries only amplint's output.
 """
 
@@ -51,10 +60,20 @@ class Row:
     config: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = "loop"  # loop | note (a function verified through another one, or a caller)
+    cannot: str | None = None  # cannot verify: why the harness could not make the loop's contract hold
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``FAIL`` or ``cannot verify`` (a note row: ``note``)."""
+        if self.kind == "note":
+            return "note"
+        if not self.ok:
+            return "FAIL"
+        return "cannot verify" if self.cannot else "pass"
 
     @property
     def ok(self) -> bool:
-        if self.kind == "note":
+        if self.kind == "note" or self.cannot:
             return True
         return (self.error is None and all(p is not False for p, _, _ in self.checks.values())
                 and not self.violations)
@@ -67,15 +86,43 @@ class Row:
             "reference_detail": None if self.reference is None else self.reference[1],
             "violations": [v.as_dict() for v in self.violations], "error": self.error,
             "mapping": self.slots, "config": self.config, "notes": self.notes,
+            "verdict": self.verdict, "cannot_verify": self.cannot,
         }
 
 
 def _run_one(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -> Row:
     from amplint.runtime import harness
+
+    problem = getattr(inv, "problem", None)
+    if problem is not None and problem.unknown:
+        row = Row(name, device, harness.dtype_name(harness.resolve_dtype(dtype)),
+                  cannot=f"cannot verify: {problem.unknown}")
+        if hasattr(inv, "describe"):
+            row.mapping = inv.describe()
+        return row
+    cls = getattr(inv, "model_class", None)
+    if problem is not None and cls is not None:
+        fitted, why = harness.probe_model(cls, problem)
+        if fitted is not None:
+            problem = inv.problem = fitted
+        else:
+            inv.model_note = why
+    with harness.use_problem(problem):
+        return _run_fitted(name, inv, device, dtype, is_reference)
+
+
+def _run_fitted(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -> Row:
+    from amplint.runtime import harness
     from amplint.runtime.sanitizer import Sanitizer
 
     report = harness.check_all(inv, device=device, dtype=dtype, name=name, compare=not is_reference)
     row = Row(name, report.device, report.dtype, report=report)
+    if report.cannot:
+        row.cannot = f"cannot verify: {report.cannot}"
+        if hasattr(inv, "describe"):
+            row.mapping = inv.describe()
+            row.slots = [s.as_dict() for s in inv.slots]
+        return row
     cfg = report.config
     if cfg is not None and (cfg.dtype is not None or report.checks[0].passed):  # what the loop ran with
         row.dtype = harness.dtype_name(cfg.dtype) if cfg.dtype else "no autocast"
@@ -171,14 +218,17 @@ def verify(
         for d in found:
             sys.argv = [d.path]
             if d.error:
-                rows.append(Row(d.display, dev, harness.dtype_name(dt), error=d.error))
+                # a top-level loop is not run (yet): not verified, not a failure of the loop
+                top = d.error.startswith("no training function: the training loop runs at the top level")
+                rows.append(Row(d.display, dev, harness.dtype_name(dt), error=d.error,
+                                cannot=d.error if top else None))
                 continue
             for t in d.targets:
                 if t.status == "run":
                     rows.append(_run_one(t.plan.display, t.plan, dev, dt, False))
-                elif t.status == "unmapped":
-                    rows.append(Row(t.plan.display, dev, harness.dtype_name(dt),
-                                    error=f"cannot verify {t.func.qualname}: {t.reason}"))
+                elif t.status == "unmapped":  # the harness cannot call it: cannot verify (exit 2)
+                    why = f"cannot verify {t.func.qualname}: {t.reason}"
+                    rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), error=why, cannot=why))
                 else:
                     rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), kind="note",
                                     notes=[f"not run: {t.reason}" if t.status == "caller" else t.reason]))
@@ -187,7 +237,16 @@ def verify(
         sys.argv = saved_argv
     if plot is not None:
         draw_plot(rows, os.fspath(plot))
-    return rows, 0 if all(r.ok for r in rows) else 1
+    return rows, exit_code(rows)
+
+
+def exit_code(rows: Sequence[Row]) -> int:
+    """1 when a check fails, the sanitizer reports a misuse or a file cannot be loaded; else 2
+    when a loop could not be verified (``cannot verify``, an unmapped function, a top-level
+    loop); else 0."""
+    if not all(r.ok for r in rows):
+        return 1
+    return 2 if any(r.cannot for r in rows) else 0
 
 
 def _cell(passed: bool | None, figure: str) -> str:
@@ -208,6 +267,9 @@ def format_table(rows: Sequence[Row]) -> str:
     body = []
     table_rows = [r for r in rows if r.kind != "note"]
     for r in table_rows:
+        if r.cannot:
+            body.append([r.loop, r.device, r.dtype, "cannot verify (see below)"] + [""] * (len(header) - 4))
+            continue
         if r.error:
             body.append([r.loop, r.device, r.dtype, "ERROR (see below)"] + [""] * (len(header) - 4))
             continue
@@ -243,6 +305,11 @@ def format_table(rows: Sequence[Row]) -> str:
         lines.append("")
         for r in differs:
             lines.append(f"{r.loop}: differs from the reference loop: {r.reference[1]}")
+    cannot = [r for r in table_rows if r.cannot]
+    if cannot:
+        lines.append("")
+        for r in cannot:
+            lines.append(f"{r.loop}: {r.cannot}")
     notes = [r for r in rows if r.kind == "note"]
     if notes:
         lines.append("")

@@ -44,7 +44,7 @@ def test_top_level_training_is_not_run(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     rows, code = rows_of(str(path))
     out, err = capfd.readouterr()
-    assert code == 1
+    assert code == 2  # not verified, not a failure (issue 32)
     [row] = rows
     assert row.error.startswith("no training function: the training loop runs at the top level of ")
     assert "(lines 10-17), and verify never runs top-level code" in row.error
@@ -66,7 +66,7 @@ def test_top_level_argparse_does_not_see_amplints_arguments():
 
 def test_function_that_reads_a_top_level_argparse_result_says_so_then_takes_arg():
     rows, code = rows_of(script("uses_args.py"))
-    assert code == 1
+    assert code == 2  # not verified, not a failure (issue 32)
     assert rows[0].error == (
         "cannot verify train: it uses `args`, which only line 9 defines (`args = parser.parse_args()`, "
         "argparse); verify runs no top-level statement of that kind: pass --arg args=... or make it a "
@@ -122,7 +122,7 @@ def test_function_option_selects_a_method_called_per_batch():
 
 def test_unmappable_parameter_is_reported_then_arg_fixes_it():
     rows, code = rows_of(script("config_trainer.py"))
-    assert code == 1
+    assert code == 2  # not verified, not a failure (issue 32)
     assert rows[0].error == ("cannot verify ConfigTrainer.fit: parameter `cfg` has no known role; "
                              "pass --arg cfg=...")
     rows, code = rows_of(script("config_trainer.py"), args={"cfg": "types.SimpleNamespace(epochs=1)"})
