@@ -102,6 +102,7 @@ def _common_options(f, fix_flag: bool = True):
         click.option("--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (with --fix, `amplint fix`, --diff), and mark them [*]."),
         click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing; exit 1 if there are any."),
         click.option("--exit-zero", is_flag=True, help="Exit 0 even when findings remain."),
+        click.option("--warnings-as-errors", is_flag=True, help="Report every warning-level finding as an error, in every format."),
         click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if nothing remains."),
         click.option("--statistics", is_flag=True, help="Print a count per rule instead of each finding (full, concise or json)."),
         click.option("--output-format", type=click.Choice(OUTPUT_FORMATS), default=None, envvar="AMPLINT_OUTPUT_FORMAT", help="How findings are printed (default: full)."),
@@ -186,7 +187,7 @@ def rule_command(code, show_all, output_format):
 @cli.command("rules", epilog="\b\nExit status:\n  0  always")
 @click.option("--output-format", type=click.Choice(["text", "json", "markdown"]), default="text", help="text, json, or markdown (README's table).")
 def rules_command(output_format):
-    """List every rule: code, name, fix, state (enabled, opt-in, preview)."""
+    """List every rule: code, name, severity (error, warning), fix, state (enabled, opt-in, preview)."""
     from amplint.rules import ALL_RULES
     from amplint.docs import rule_json, rules_table
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from amplint.rules import ALL_RULES, Rule
+from amplint.rules import ALL_RULES, SEVERITIES, Rule
 
 def state(rule: Rule) -> str:
     if rule.preview:
@@ -15,7 +15,7 @@ def state(rule: Rule) -> str:
 
 
 def rule_markdown(rule: Rule) -> str:
-    head = f"# {rule.name} ({rule.code})\n\n{rule.fix_sentence}"
+    head = f"# {rule.name} ({rule.code})\n\n{rule.fix_sentence}\n\nSeverity: {rule.severity} ({SEVERITIES[rule.severity]})."
     if rule.preview:
         head += "\n\nThis rule is in preview: it runs only with `--preview` (or `preview = true`) or when selected by its exact code."
     elif not rule.default:
@@ -28,6 +28,7 @@ def rule_json(rule: Rule) -> dict:
         "code": rule.code,
         "name": rule.name,
         "summary": rule.summary,
+        "severity": rule.severity,
         "fix": rule.fix_sentence,
         "fix_availability": rule.fix_availability,
         "fix_applicabilities": list(rule.fix_applicabilities),
@@ -41,15 +42,15 @@ def rule_json(rule: Rule) -> dict:
 
 
 def rules_table(markdown: bool = False) -> str:
-    rows = [(r.code, r.name, r.fix_label, state(r), r.summary) for r in ALL_RULES.values()]
+    rows = [(r.code, r.name, r.severity, r.fix_label, state(r), r.summary) for r in ALL_RULES.values()]
     if markdown:
-        out = ["| code | name | fix | state | summary |", "|---|---|---|---|---|"]
-        out += [f"| {c} | `{n}` | {f} | {s} | {m} |" for c, n, f, s, m in rows]
+        out = ["| code | name | severity | fix | state | summary |", "|---|---|---|---|---|---|"]
+        out += [f"| {c} | `{n}` | {v} | {f} | {s} | {m} |" for c, n, v, f, s, m in rows]
         return "\n".join(out)
     w = max(len(r[1]) for r in rows)
-    fw = max(len(r[2]) for r in rows)
-    out = [f"{'code':<7} {'name':<{w}}  {'fix':<{fw}}  {'state':<8}  summary"]
-    out += [f"{c:<7} {n:<{w}}  {f:<{fw}}  {s:<8}  {m}" for c, n, f, s, m in rows]
+    fw = max(len(r[3]) for r in rows)
+    out = [f"{'code':<7} {'name':<{w}}  {'severity':<8}  {'fix':<{fw}}  {'state':<8}  summary"]
+    out += [f"{c:<7} {n:<{w}}  {v:<8}  {f:<{fw}}  {s:<8}  {m}" for c, n, v, f, s, m in rows]
     return "\n".join(out)
 
 

@@ -25,6 +25,7 @@ class Options:
     unsafe_fixes: bool
     diff: bool
     exit_zero: bool
+    warnings_as_errors: bool = False
     exit_non_zero_on_fix: bool
     statistics: bool
     output_format: str
@@ -62,6 +63,7 @@ class Options:
             unsafe_fixes=kw["unsafe_fixes"],
             diff=kw["diff"],
             exit_zero=kw["exit_zero"],
+            warnings_as_errors=bool(kw.get("warnings_as_errors")),
             exit_non_zero_on_fix=kw["exit_non_zero_on_fix"],
             statistics=kw["statistics"],
             output_format=kw["output_format"] or "full",
@@ -168,6 +170,7 @@ def _run_check(opts: Options) -> int:
         hidden_unsafe=sum(1 for m in messages if not m.applicable and m.fix is not None and m.fix.applicability == "unsafe"),
         files=len(found.files),
         fix_mode=opts.fix,
+        warnings_as_errors=settings.warnings_as_errors,
     )
     _report(messages, summary, opts)
 
@@ -485,11 +488,13 @@ _ERROR_NAMES = {"E902": "io-error", "AMP901": "timeout"}
 
 def file_messages(r: FileResult, filt: Filter, unsafe: bool, text_cache: dict, lines: list[str] | None = None) -> list[Message]:
     """The reported messages of one file: its errors, then its selected, un-noqa'd findings."""
-    from amplint.rules import ALL_RULES
+    from amplint.rules import ALL_RULES, severity_of
 
+    promote = filt.settings.warnings_as_errors
     out = [
         Message(r.path, e.code, e.message, e.row, e.col, e.row, e.col, is_error=True,
-                name="internal-error" if e.internal else _ERROR_NAMES.get(e.code, "syntax-error"))
+                name="internal-error" if e.internal else _ERROR_NAMES.get(e.code, "syntax-error"),
+                severity=severity_of(e.code, promote))
         for e in r.errors
     ]
     for d in r.diagnostics:
@@ -506,6 +511,7 @@ def file_messages(r: FileResult, filt: Filter, unsafe: bool, text_cache: dict, l
                 url=rule.url if rule else None, name=rule.name if rule else None,
                 source_line=lines[d.row - 1] if lines and 0 < d.row <= len(lines) else None,
                 noqa_row=d.stmt_row or d.row, applicable=applicable(d, unsafe),
+                severity=severity_of(d.code, promote),
             )
         )
     return out
@@ -589,7 +595,7 @@ def _run_stdin(opts: Options, settings: Settings, filt: Filter) -> int:
     result = analyze_text(text, name)
     messages = file_messages(result, filt, opts.unsafe_fixes, {}, lines=split_lines(text))
     fmt = opts.output_format
-    summary = Summary(remaining_fixable=sum(m.applicable for m in messages))
+    summary = Summary(remaining_fixable=sum(m.applicable for m in messages), warnings_as_errors=settings.warnings_as_errors)
     if opts.statistics:
         from amplint.report.text import format_statistics
 

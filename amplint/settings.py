@@ -23,7 +23,7 @@ DEFAULT_EXCLUDE = (
 
 KNOWN_KEYS = {
     "select", "extend-select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "preview",
-    "target-torch-version", "cache-dir", "respect-gitignore", "force-exclude", "src",
+    "target-torch-version", "cache-dir", "respect-gitignore", "force-exclude", "src", "warnings-as-errors",
 }
 
 DEFAULT_TARGET_TORCH = "2.4"
@@ -39,6 +39,7 @@ class Settings:
     __slots__ = (
         "select", "extend_select", "ignore", "exclude", "extend_exclude", "per_file_ignores", "preview",
         "target_torch_version", "cache_dir", "respect_gitignore", "force_exclude", "root", "config_path", "src",
+        "warnings_as_errors",
     )
 
     def __init__(
@@ -57,6 +58,7 @@ class Settings:
         root: str | None = None,
         config_path: str | None = None,
         src: tuple[str, ...] = (".", "src"),
+        warnings_as_errors: bool = False,  # report every warning-level finding as an error
     ):
         values = dict(locals())
         del values["self"]
@@ -159,7 +161,8 @@ def load_settings(config_path: str | None) -> Settings:
         kw["per_file_ignores"] = tuple(
             (pat, _str_list(config_path, f"per-file-ignores.{pat}", codes)) for pat, codes in pfi.items()
         )
-    for key, attr in (("preview", "preview"), ("respect-gitignore", "respect_gitignore"), ("force-exclude", "force_exclude")):
+    for key, attr in (("preview", "preview"), ("respect-gitignore", "respect_gitignore"), ("force-exclude", "force_exclude"),
+                      ("warnings-as-errors", "warnings_as_errors")):
         if key in table:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{config_path}: `{key}` must be true or false")
@@ -227,4 +230,6 @@ def resolve(opts) -> Settings:
         changes["cache_dir"] = os.path.abspath(opts.cache_dir)
     if opts.force_exclude:
         changes["force_exclude"] = True
+    if getattr(opts, "warnings_as_errors", False):
+        changes["warnings_as_errors"] = True
     return settings._replace(**changes) if changes else settings

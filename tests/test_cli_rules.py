@@ -40,10 +40,13 @@ def test_every_surface_shows_the_same_label():
         row = next(line for line in text if line.startswith(code))
         assert f"  {rule.fix_label}  " in row
         md = next(line for line in markdown if line.startswith(f"| {code} "))
-        assert md.split(" | ")[2] == rule.fix_label
+        assert md.split(" | ")[2] == rule.severity and md.split(" | ")[3] == rule.fix_label
+        assert data[code]["severity"] == rule.severity
+        assert row.split()[2] == rule.severity
         page = run_amplint("rule", code).stdout if code in ("AMP003", "AMP004", "AMP008", "AMP104") else None
         if page is not None:
             assert page.splitlines()[2] == rule.fix_sentence
+            assert page.splitlines()[4].startswith(f"Severity: {rule.severity} (")
 
 
 def test_sarif_rule_properties_carry_the_label(tmp_path):

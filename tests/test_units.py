@@ -312,6 +312,7 @@ def test_json_and_json_lines(msgs, tmp_path):
         "location": {"column": 5, "row": 8},
         "message": "step without update",
         "noqa_row": 8,
+        "severity": "error",
         "url": ALL_RULES["AMP001"].url,
     }
     assert data[1]["fix"] is None and data[1]["noqa_row"] == 11
@@ -390,8 +391,8 @@ def test_sarif_levels_rules_regions_and_fixes(msgs):
     assert [r["id"] for r in rules] == list(ALL_RULES)
     for r in rules:
         rule = ALL_RULES[r["id"]]
-        assert r["defaultConfiguration"] == {"level": "error", "enabled": rule.default and not rule.preview}, r["id"]
-        assert r["properties"]["problem.severity"] == "error"
+        assert r["defaultConfiguration"] == {"level": rule.severity, "enabled": rule.default and not rule.preview}, r["id"]
+        assert r["properties"]["problem.severity"] == rule.severity
         assert r["name"] == rule.name and r["helpUri"] == rule.url
     results = run["results"]
     assert [(r["ruleId"], r["level"]) for r in results] == [("AMP001", "error"), ("AMP004", "error"), ("E999", "error")]
@@ -471,7 +472,7 @@ def test_sarif_log_and_rule_metadata(msgs, tmp_path):
         assert r["help"]["markdown"] == f"# {rule.name} ({rule.code})\n\n{info['fix']}\n\n{info['explanation']}"
         assert r["properties"] == {"tags": ["pytorch", "amp", "mixed-precision"], "fix_availability": rule.fix_availability,
                                    "fix_applicabilities": list(rule.fix_applicabilities), "fixability": rule.fix_label,
-                                   "state": info["state"], "precision": "high", "problem.severity": "error"}
+                                   "state": info["state"], "precision": "high", "problem.severity": rule.severity}
         assert "`" not in r["fullDescription"]["text"] and "##" not in r["fullDescription"]["text"]
     amp001 = driver["rules"][0]
     assert amp001["fullDescription"]["text"] == (

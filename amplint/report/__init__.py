@@ -31,6 +31,7 @@ class Message:
         applicable: bool = False,  # the fix would be applied with the current flags
         extra: dict | None = None,
         cell: int | None = None,  # notebooks: 1-based cell number; row/end_row count lines within the cell
+        severity: str = "error",  # "error" or "warning" (amplint.rules.severity_of, after warnings-as-errors)
     ):
         self.path = path
         self.code = code
@@ -49,9 +50,15 @@ class Message:
         self.applicable = applicable
         self.extra = {} if extra is None else extra
         self.cell = cell
+        self.severity = severity
 
     def __repr__(self) -> str:
         return f"Message({self.path!r}, {self.code!r}, row={self.row}, col={self.col}, {self.message!r})"
+
+    @property
+    def severity_marker(self) -> str:
+        """`` [warning]`` after the code of a warning; nothing for an error (the default)."""
+        return " [warning]" if self.severity == "warning" else ""
 
     @property
     def fixable_marker(self) -> str:
@@ -59,12 +66,14 @@ class Message:
 
 
 class Summary:
-    def __init__(self, fixed: int = 0, remaining_fixable: int = 0, hidden_unsafe: int = 0, files: int = 0, fix_mode: bool = False):
+    def __init__(self, fixed: int = 0, remaining_fixable: int = 0, hidden_unsafe: int = 0, files: int = 0, fix_mode: bool = False,
+                 warnings_as_errors: bool = False):
         self.fixed = fixed
         self.remaining_fixable = remaining_fixable
         self.hidden_unsafe = hidden_unsafe
         self.files = files
         self.fix_mode = fix_mode
+        self.warnings_as_errors = warnings_as_errors  # every warning is reported as an error
 
 
 def location(m: Message) -> str:

@@ -19,5 +19,6 @@ def format_github(messages: list[Message], summary: Summary) -> str:
             f"title={_gh_escape('amplint (' + m.code + ')', True)},file={_gh_escape(m.path, True)},"
             f"line={m.row},col={m.col + 1},endLine={m.end_row},endColumn={m.end_col + 1}"
         )
-        out.append(f"::error {props}::{_gh_escape(f'{location(m)} {m.code} {m.message}')}")
+        command = "warning" if m.severity == "warning" else "error"
+        out.append(f"::{command} {props}::{_gh_escape(f'{location(m)} {m.code} {m.message}')}")
     return "\n".join(out) + ("\n" if out else "")

@@ -9,6 +9,10 @@ from amplint.report import Message, Summary
 from amplint.report.paths import relative
 
 
+# Code Quality's scale is info, minor, major, critical, blocker: an error (training breaks or
+# raises) is major, a warning (deprecated, or merely wasteful) is minor
+GITLAB_SEVERITY = {"error": "major", "warning": "minor"}
+
 
 def fingerprint(path: str, code: str, source_line: str | None, occurrence: int = 0) -> str:
     """Stable across line moves: the path, the rule and the text of the flagged line (stripped),
@@ -30,7 +34,7 @@ def format_gitlab(messages: list[Message], summary: Summary) -> str:
                 "check_name": m.code,
                 "description": f"{m.code}: {m.message}",
                 "categories": ["Bug Risk"],
-                "severity": "major",
+                "severity": GITLAB_SEVERITY.get(m.severity, "major"),
                 "fingerprint": fingerprint(m.path, m.code, m.source_line, n),
                 "location": {
                     "path": relative(m.path),

@@ -25,6 +25,7 @@ def to_json_obj(m: Message) -> dict:
         "location": {"column": m.col + 1, "row": m.row},
         "message": m.message,
         "noqa_row": m.noqa_row if not m.is_error else None,
+        "severity": m.severity,
         "url": m.url,
     }
 

@@ -14,13 +14,14 @@ from amplint.report.paths import SRCROOT, artifact_uri
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/amplint/amplint"
 
-def _sarif_rules():
+def _sarif_rules(warnings_as_errors: bool = False):
     from amplint.docs import rule_json
-    from amplint.rules import ALL_RULES
+    from amplint.rules import ALL_RULES, severity_of
 
     rules = []
     for code, rule in ALL_RULES.items():
         info = rule_json(rule)
+        level = severity_of(code, warnings_as_errors)  # SARIF's levels include error and warning
         explanation = info["explanation"]
         rules.append(
             {
@@ -30,7 +31,7 @@ def _sarif_rules():
                 "fullDescription": {"text": _first_section(explanation)},
                 "help": {"text": explanation, "markdown": f"# {info['name']} ({code})\n\n{info['fix']}\n\n{explanation}"},
                 "helpUri": info["url"],
-                "defaultConfiguration": {"level": "error", "enabled": bool(info["default"] and not info["preview"])},
+                "defaultConfiguration": {"level": level, "enabled": bool(info["default"] and not info["preview"])},
                 "properties": {
                     "tags": ["pytorch", "amp", "mixed-precision"],
                     "fix_availability": info["fix_availability"],
@@ -38,7 +39,7 @@ def _sarif_rules():
                     "fixability": info["fix_label"],
                     "state": info["state"],
                     "precision": "high",
-                    "problem.severity": "error",
+                    "problem.severity": level,  # GitHub code scanning: error, warning, recommendation
                 },
             }
         )
@@ -84,7 +85,7 @@ def _sarif_fix(m: Message, location: dict) -> dict | None:
 
 
 def format_sarif(messages: list[Message], summary: Summary) -> str:
-    rules = _sarif_rules()
+    rules = _sarif_rules(summary.warnings_as_errors)
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
     for m in messages:
@@ -94,7 +95,7 @@ def format_sarif(messages: list[Message], summary: Summary) -> str:
             artifact["uriBaseId"] = base
         result: dict = {
             "ruleId": m.code,
-            "level": "error",
+            "level": m.severity,
             "message": {"text": m.message},
             "locations": [
                 {"physicalLocation": {"artifactLocation": artifact, "region": _region(m.row, m.col, m.end_row, m.end_col)}}

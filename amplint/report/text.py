@@ -9,7 +9,7 @@ from amplint.report import Message, Summary, location
 
 
 def format_concise(messages: list[Message], summary: Summary, show_summary=True) -> str:
-    lines = [f"{location(m)} {m.code}{m.fixable_marker} {m.message}" for m in messages]
+    lines = [f"{location(m)} {m.code}{m.severity_marker}{m.fixable_marker} {m.message}" for m in messages]
     if show_summary:
         lines.extend(summary_lines(messages, summary))
     return "\n".join(lines) + ("\n" if lines else "")
@@ -18,7 +18,7 @@ def format_concise(messages: list[Message], summary: Summary, show_summary=True)
 def format_full(messages: list[Message], summary: Summary, show_summary=True) -> str:
     out: list[str] = []
     for m in messages:
-        out.append(f"{location(m)} {m.code}{m.fixable_marker} {m.message}")
+        out.append(f"{location(m)} {m.code}{m.severity_marker}{m.fixable_marker} {m.message}")
         if m.source_line is not None:
             src = m.source_line.rstrip("\r\n").expandtabs(4) if "\t" not in m.source_line else m.source_line.rstrip("\r\n")
             width = len(str(m.row))
@@ -42,11 +42,11 @@ def summary_lines(messages: list[Message], summary: Summary) -> list[str]:
     lines = []
     if summary.fix_mode and summary.fixed:
         if n:
-            lines.append(f"Found {n + summary.fixed} error{'s' if n + summary.fixed != 1 else ''} ({summary.fixed} fixed, {n} remaining).")
+            lines.append(f"Found {n + summary.fixed} error{'s' if n + summary.fixed != 1 else ''} ({summary.fixed} fixed, {n} remaining{_of_them(messages)}).")
         else:
             lines.append(f"Found {summary.fixed} error{'s' if summary.fixed != 1 else ''} ({summary.fixed} fixed, 0 remaining).")
     elif n:
-        lines.append(f"Found {n} error{'s' if n != 1 else ''}.")
+        lines.append(f"Found {_counts(messages)}.")
     else:
         lines.append("All checks passed!")
     if summary.remaining_fixable:
@@ -58,6 +58,27 @@ def summary_lines(messages: list[Message], summary: Summary) -> list[str]:
             else f"{summary.hidden_unsafe} hidden fix{'es' if summary.hidden_unsafe != 1 else ''} can be enabled with the `--unsafe-fixes` option."
         )
     return lines
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def _counts(messages: list[Message]) -> str:
+    """``3 errors`` (ruff's wording when every finding is an error), ``2 errors and 1
+    warning``, ``1 warning``."""
+    warnings = sum(m.severity == "warning" for m in messages)
+    errors = len(messages) - warnings
+    if not warnings:
+        return _plural(errors, "error")
+    if not errors:
+        return _plural(warnings, "warning")
+    return f"{_plural(errors, 'error')} and {_plural(warnings, 'warning')}"
+
+
+def _of_them(messages: list[Message]) -> str:
+    warnings = sum(m.severity == "warning" for m in messages)
+    return f", {warnings} of them {'a warning' if warnings == 1 else 'warnings'}" if warnings else ""
 
 
 STATISTICS_FORMATS = ("full", "concise", "json")

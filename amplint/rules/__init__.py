@@ -12,6 +12,31 @@ from amplint.diagnostics import Diagnostic, Fix
 if TYPE_CHECKING:
     from amplint.model import FileModel
 
+# Severity: the one definition every output reads (`amplint rule`/`rules`, docs/rules.md, the
+# text formats, JSON, SARIF, GitHub, GitLab and the editor). Every rule declares its own
+# ``severity``; docs/severities.md gives the reasoning for each.
+SEVERITIES = {
+    "error": "breaks training or raises: wrong or lost gradients, skipped or inf steps, an "
+    "exception, scaler state lost on resume",
+    "warning": "deprecated, or merely wasteful or harmless today: the run trains correctly",
+}
+Severity = Literal["error", "warning"]
+# codes that are not rules: a file that could not be read (E902) or parsed (E999), an internal
+# error (AMP900) or a file whose analysis ran out of time (AMP901): the file went unchecked
+NON_RULE_SEVERITY: dict[str, Severity] = {"E902": "error", "E999": "error", "AMP900": "error", "AMP901": "error"}
+
+
+def severity_of(code: str, warnings_as_errors: bool = False) -> Severity:
+    """The severity a finding of ``code`` is reported with (``warnings-as-errors`` reports
+    every warning as an error). An unknown code is an error."""
+    if warnings_as_errors:
+        return "error"
+    rule = ALL_RULES.get(code)
+    if rule is not None:
+        return rule.severity
+    return NON_RULE_SEVERITY.get(code, "error")
+
+
 DOCS_URL = "https://github.com/amplint/amplint/blob/main/docs/rules.md#{code_lower}-{name}"
 
 
@@ -28,6 +53,7 @@ class Invalid(NamedTuple):
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
+    severity: ClassVar[Severity]  # declared by every rule (see SEVERITIES); no default
     summary: ClassVar[str]  # one line, for `amplint rules`
     docs: ClassVar[str]  # markdown: What it does / Why is this bad? / Example / Use instead / Fix safety
     fix_availability: ClassVar[Literal["always", "sometimes", "never"]] = "never"

@@ -9,6 +9,7 @@ from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
 
 class MissingScalerUpdate(Rule):
     code = "AMP001"
+    severity = "error"
     name = "missing-scaler-update"
     summary = "`scaler.step()` with no later `scaler.update()` in the iteration"
     fix_availability = "sometimes"

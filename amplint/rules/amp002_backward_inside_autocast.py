@@ -31,6 +31,7 @@ _MOVABLE = {"backward", "unscale", "clip", "step", "update", "zero_grad", "opt_s
 
 class BackwardInsideAutocast(Rule):
     code = "AMP002"
+    severity = "warning"
     name = "backward-inside-autocast"
     summary = "`.backward()` called inside an autocast region"
     fix_availability = "sometimes"

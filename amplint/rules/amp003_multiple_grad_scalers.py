@@ -9,6 +9,7 @@ from amplint.rules._util import is_simple_call_stmt, receiver_text, stmt_anchor
 
 class MultipleGradScalers(Rule):
     code = "AMP003"
+    severity = "error"
     name = "multiple-grad-scalers"
     summary = "Two or more GradScalers drive the same optimizer"
     fix_availability = "sometimes"

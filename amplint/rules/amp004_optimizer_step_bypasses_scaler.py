@@ -11,6 +11,7 @@ from amplint.rules._util import alone_on_line, branch_guard, scaler_text, simple
 
 class OptimizerStepBypassesScaler(Rule):
     code = "AMP004"
+    severity = "error"
     name = "optimizer-step-bypasses-scaler"
     summary = "`optimizer.step()` after `scaler.scale(loss).backward()`"
     fix_availability = "sometimes"

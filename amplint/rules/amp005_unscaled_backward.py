@@ -10,6 +10,7 @@ from amplint.rules._util import between, plain_expr, same_iteration, scaler_disa
 
 class UnscaledBackward(Rule):
     code = "AMP005"
+    severity = "error"
     name = "unscaled-backward"
     summary = "`loss.backward()` in an iteration whose optimizer is stepped by `scaler.step()`"
     fix_availability = "sometimes"

@@ -13,6 +13,7 @@ CLIP_HELPER = re.compile(r"clip|grad_?norm|norm_?grad", re.IGNORECASE)
 
 class ClipBeforeUnscale(Rule):
     code = "AMP006"
+    severity = "error"
     name = "clip-before-unscale"
     summary = "Gradient clipping (or a gradient norm) between a scaled backward and `scaler.step()` without `scaler.unscale_()`"
     fix_availability = "sometimes"

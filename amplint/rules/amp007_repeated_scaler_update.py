@@ -17,6 +17,7 @@ def accumulation_guard(lit) -> bool:
 
 class RepeatedScalerUpdate(Rule):
     code = "AMP007"
+    severity = "error"
     name = "repeated-scaler-update"
     summary = "More than one `scaler.update()` per iteration (per optimizer, or per micro-batch)"
     fix_availability = "sometimes"

@@ -12,6 +12,7 @@ from amplint.rules._util import same_iteration, scaler_text
 
 class RepeatedUnscaleOrStep(Rule):
     code = "AMP008"
+    severity = "error"
     name = "repeated-unscale-or-step"
     summary = "`scaler.unscale_(opt)` or `scaler.step(opt)` twice for one optimizer before `update()`"
     docs = """

@@ -8,6 +8,7 @@ from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
 
 class ZeroGradBeforeStep(Rule):
     code = "AMP009"
+    severity = "error"
     name = "zero-grad-before-step"
     summary = "`optimizer.zero_grad()` between the scaled backward and `scaler.step(optimizer)`"
     fix_availability = "sometimes"

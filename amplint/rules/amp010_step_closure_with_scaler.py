@@ -35,6 +35,7 @@ def _forwarded_default(func, closure) -> bool:
 
 class StepClosureWithScaler(Rule):
     code = "AMP010"
+    severity = "error"
     name = "step-closure-with-scaler"
     summary = "An optimizer closure (LBFGS-style `step(closure)`) combined with an enabled GradScaler"
     docs = """

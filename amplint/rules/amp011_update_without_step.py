@@ -59,6 +59,7 @@ def guard_lits(s, u) -> list:
 
 class UpdateWithoutStep(Rule):
     code = "AMP011"
+    severity = "error"
     name = "update-without-step"
     summary = "`scaler.update()` runs on iterations where `scaler.step()` did not (step under a condition, update not)"
     fix_availability = "sometimes"

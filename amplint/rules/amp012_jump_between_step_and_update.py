@@ -11,6 +11,7 @@ from amplint.rules._util import same_iteration, scaler_disabled, scaler_text
 
 class JumpBetweenStepAndUpdate(Rule):
     code = "AMP012"
+    severity = "error"
     name = "jump-between-step-and-update"
     summary = "`continue`/`break`/`return` on a path between `scaler.step()` and `scaler.update()`"
     docs = """

@@ -52,6 +52,7 @@ def _version_ok(model, need: str) -> bool:
 
 class DeprecatedAmpApi(Rule):
     code = "AMP101"
+    severity = "warning"
     name = "deprecated-amp-api"
     summary = "`torch.cuda.amp.*` / `torch.cpu.amp.*` (deprecated since torch 2.4): use `torch.amp.*` with a device"
     fix_availability = "sometimes"

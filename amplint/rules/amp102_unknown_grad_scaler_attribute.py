@@ -9,6 +9,7 @@ OVERFLOW_WORDS = ("overflow", "inf", "nan", "skip", "found")
 
 class UnknownGradScalerAttribute(Rule):
     code = "AMP102"
+    severity = "error"
     name = "unknown-grad-scaler-attribute"
     summary = "An attribute `torch.amp.GradScaler` does not have (`scaler.check_overflow()`)"
     docs = """

@@ -13,6 +13,7 @@ DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu", "xla", "mtia")
 
 class AutocastMissingDeviceType(Rule):
     code = "AMP103"
+    severity = "error"
     name = "autocast-missing-device-type"
     summary = "`torch.autocast()` without a device type (TypeError)"
     fix_availability = "sometimes"

@@ -10,6 +10,7 @@ from amplint.rules._versions import scaler_class
 
 class ApexAmp(Rule):
     code = "AMP104"
+    severity = "warning"
     name = "apex-amp"
     summary = "NVIDIA apex's `amp` (`amp.initialize`, `amp.scale_loss`) is deprecated: use `torch.amp`"
     fix_availability = "always"

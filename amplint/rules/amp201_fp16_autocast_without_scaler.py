@@ -16,6 +16,7 @@ FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|
 
 class Fp16AutocastWithoutScaler(Rule):
     code = "AMP201"
+    severity = "error"
     name = "fp16-autocast-without-scaler"
     summary = "A CUDA float16 autocast training loop with no GradScaler"
     fix_availability = "sometimes"

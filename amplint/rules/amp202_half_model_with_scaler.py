@@ -88,6 +88,7 @@ def casts(model):
 
 class HalfModelWithScaler(Rule):
     code = "AMP202"
+    severity = "error"
     name = "half-model-with-scaler"
     summary = "fp16 weights (`model.half()`, `.to(torch.float16)`, `torch_dtype=torch.float16`) stepped by a GradScaler"
     docs = """

@@ -14,6 +14,7 @@ FP8 = re.compile(r"msamp|transformer_engine|float8|fp8", re.IGNORECASE)
 
 class ScalerWithBfloat16(Rule):
     code = "AMP203"
+    severity = "warning"
     name = "scaler-with-bfloat16"
     summary = "A GradScaler driving a loop whose autocast is bfloat16 only (not needed)"
     default = False

@@ -21,6 +21,7 @@ _D2_SIMPLE_TRAINERS = {"detectron2.engine.SimpleTrainer", "detectron2.engine.tra
 
 class CheckpointMissingScalerState(Rule):
     code = "AMP301"
+    severity = "error"
     name = "checkpoint-missing-scaler-state"
     summary = "A training checkpoint with the optimizer state but no `scaler.state_dict()`"
     docs = """

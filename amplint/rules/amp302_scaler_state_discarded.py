@@ -88,6 +88,7 @@ def _disabled_ctor(a) -> bool:
 
 class ScalerStateDiscarded(Rule):
     code = "AMP302"
+    severity = "error"
     name = "scaler-state-discarded"
     summary = "A GradScaler rebuilt every epoch/iteration, or built fresh after its state was restored"
     docs = """

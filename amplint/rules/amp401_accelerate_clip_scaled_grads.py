@@ -13,6 +13,7 @@ _REPLACEABLE = {"clip_grad_norm_": ({"parameters", "max_norm", "norm_type"}, 3),
 
 class AccelerateClipScaledGrads(Rule):
     code = "AMP401"
+    severity = "error"
     name = "accelerate-clip-scaled-grads"
     summary = "`torch.nn.utils.clip_grad_norm_` (or a gradient norm) after `accelerator.backward()` under fp16 without unscaling"
     fix_availability = "sometimes"

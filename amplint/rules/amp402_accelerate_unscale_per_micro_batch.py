@@ -12,6 +12,7 @@ _UNSCALING = ("clip_grad_norm_", "clip_grad_value_", "unscale_gradients")
 
 class AccelerateUnscalePerMicroBatch(Rule):
     code = "AMP402"
+    severity = "error"
     name = "accelerate-unscale-per-micro-batch"
     summary = "`accelerator.clip_grad_norm_`/`unscale_gradients` inside `accelerator.accumulate()` without `if accelerator.sync_gradients:`"
     fix_availability = "sometimes"

@@ -13,6 +13,7 @@ _FP32_RECAST = re.compile(r"\.data\s*=.*(?:\.float\(\)|float32)")
 
 class Fp16WeightsUnderFrameworkAmp(Rule):
     code = "AMP403"
+    severity = "error"
     name = "fp16-weights-under-framework-amp"
     summary = "A model loaded or cast to float16 is trained under accelerate fp16, Lightning 16-mixed or the HF Trainer's `fp16=True`"
     fix_availability = "never"

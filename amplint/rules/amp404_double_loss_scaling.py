@@ -8,6 +8,7 @@ _STEP_METHODS = ("training_step", "backward", "compute_loss")
 
 class DoubleLossScaling(Rule):
     code = "AMP404"
+    severity = "error"
     name = "double-loss-scaling"
     summary = "A hand-made GradScaler used together with a framework that already scales the loss in fp16"
     fix_availability = "never"

@@ -9,6 +9,7 @@ from amplint.rules import Invalid, Rule
 
 class LightningManualBackward(Rule):
     code = "AMP405"
+    severity = "error"
     name = "lightning-manual-backward"
     summary = "`loss.backward()` instead of `self.manual_backward(loss)` in a manually optimized LightningModule under 16-mixed"
     fix_availability = "sometimes"

@@ -33,20 +33,12 @@ from amplint.source import split_lines
 SOURCE = "amplint"
 FIX_ALL_KIND = "source.fixAll.amplint"
 
-# Severity of each finding in the editor. A rule may declare ``severity`` ("error",
-# "warning", "information", "hint") and ``tags`` ("deprecated", "unnecessary") itself; these
-# tables are the defaults: the loop-order rules and the API misuses that raise are errors
-# (the run crashes or trains with wrong gradients), numerics and state are warnings.
+# Severity of each finding in the editor: the rule's own ``severity`` (amplint.rules.SEVERITIES,
+# the one definition every output format reads; ``warnings-as-errors`` makes every warning an
+# error). Tags mark deprecated APIs and unneeded code, which editors draw struck out or faded.
 _SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
     "warning": types.DiagnosticSeverity.Warning,
-    "information": types.DiagnosticSeverity.Information,
-    "hint": types.DiagnosticSeverity.Hint,
-}
-DEFAULT_SEVERITY = {
-    "E999": "error", "E902": "error", "AMP900": "warning", "AMP901": "warning",
-    "AMP101": "warning", "AMP104": "warning", "AMP201": "warning", "AMP202": "warning",
-    "AMP203": "information", "AMP301": "warning",
 }
 DEFAULT_TAGS = {
     "AMP101": ("deprecated",),  # torch.cuda.amp.* (FutureWarning since torch 2.4)
@@ -56,11 +48,10 @@ DEFAULT_TAGS = {
 _TAGS = {"deprecated": types.DiagnosticTag.Deprecated, "unnecessary": types.DiagnosticTag.Unnecessary}
 
 
-def severity_of(code: str, rule=None) -> types.DiagnosticSeverity:
-    name = getattr(rule, "severity", None) or DEFAULT_SEVERITY.get(code)
-    if name is None:
-        name = "error" if code.startswith("AMP0") or code in ("AMP102", "AMP103") else "warning"
-    return _SEVERITY.get(str(name).lower(), types.DiagnosticSeverity.Warning)
+def severity_of(code: str, warnings_as_errors: bool = False) -> types.DiagnosticSeverity:
+    from amplint.rules import severity_of as rule_severity
+
+    return _SEVERITY[rule_severity(code, warnings_as_errors)]
 
 
 def tags_of(code: str, rule=None) -> list[types.DiagnosticTag] | None:
@@ -421,7 +412,7 @@ class Workspace:
             return None
         uri, rng = where
         return uri, types.Diagnostic(
-            range=rng, message=d.message, severity=severity_of(d.code, rule), code=d.code,
+            range=rng, message=d.message, severity=severity_of(d.code, a.resolved.settings.warnings_as_errors), code=d.code,
             code_description=types.CodeDescription(href=rule.url) if rule else None,
             source=SOURCE, tags=tags_of(d.code, rule),
             data={"fix": d.fix.applicability if d.fix is not None else None},
@@ -436,7 +427,7 @@ class Workspace:
         text = lines[line].rstrip("\r\n") if line < len(lines) else ""
         end = len(text) if col < len(text) else col
         rng = types.Range(self._pos(lines, line, col), self._pos(lines, line, end))
-        return uri, types.Diagnostic(range=rng, message=e.message, severity=severity_of(e.code), code=e.code, source=SOURCE)
+        return uri, types.Diagnostic(range=rng, message=e.message, severity=severity_of(e.code, a.resolved.settings.warnings_as_errors), code=e.code, source=SOURCE)
 
     def lsp_diagnostics(self, a: Analysis) -> dict[str, list[types.Diagnostic]]:
         out: dict[str, list[types.Diagnostic]] = {}

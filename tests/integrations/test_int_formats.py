@@ -77,9 +77,11 @@ def test_sarif_validates_against_the_official_schema(project):
     # levels: every result, and every rule's defaultConfiguration (the schema allows any level)
     assert len(results) == 3
     assert [r["level"] for r in results] == ["error"] * 3
-    for rule in driver["rules"]:
-        assert rule["defaultConfiguration"]["level"] == "error", rule["id"]
     from amplint.rules import ALL_RULES
+
+    for rule in driver["rules"]:  # each rule's own severity (AMP101, AMP002, ... are warnings)
+        assert rule["defaultConfiguration"]["level"] == ALL_RULES[rule["id"]].severity, rule["id"]
+    assert {r["defaultConfiguration"]["level"] for r in driver["rules"]} == {"error", "warning"}
 
     assert {r["id"]: r["defaultConfiguration"]["enabled"] for r in driver["rules"]} == {
         c: rule.default and not rule.preview for c, rule in ALL_RULES.items()}
