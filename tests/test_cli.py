@@ -65,12 +65,12 @@ def test_findings_exit_1_full_format(proj):
     r = check(proj, "buggy.py")
     assert r.returncode == 1
     out = r.stdout
-    assert "buggy.py:7:9: AMP002 [*] `backward()` inside an autocast region" in out
+    assert "buggy.py:7:9: AMP002 [warning] [*] `backward()` inside an autocast region" in out
     assert "buggy.py:8:5: AMP004 [*]" in out
     # source line with a caret under the finding
     assert "7 |         scaler.scale(loss).backward()" in out
     assert "  |         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ AMP002" in out
-    assert "Found 2 errors." in out
+    assert "Found 1 error and 1 warning." in out
     assert "[*] 2 fixable with `amplint fix`" in out
 
 
@@ -80,7 +80,7 @@ def test_concise_and_directory_walk(proj):
     lines = r.stdout.splitlines()
     assert lines[0].startswith("buggy.py:7:9: AMP002")  # walked from `.`, shown without `./`
     assert lines[1].endswith("(unscales, skips inf/NaN steps)")
-    assert lines[-2] == "Found 2 errors."
+    assert lines[-2] == "Found 1 error and 1 warning."
 
 
 def test_json_has_ruff_fields(proj):
@@ -111,7 +111,7 @@ def test_select_ignore_exit_zero(proj):
     assert check(proj, "--ignore", "AMP002,AMP004", "buggy.py").returncode == 0
     assert check(proj, "--select", "AMP00", "--ignore", "AMP002", "--output-format", "json", "buggy.py").stdout.count('"AMP004"') == 1
     r = check(proj, "--exit-zero", "buggy.py")
-    assert r.returncode == 0 and "Found 2 errors." in r.stdout
+    assert r.returncode == 0 and "Found 1 error and 1 warning." in r.stdout
 
 
 def test_unknown_code_is_usage_error(proj):

@@ -210,8 +210,8 @@ def make_cli(default: str = "subprocess") -> SubprocessCli | ServerCli:
 
 # ---------------------------------------------------------------------------- output parsing
 
-MSG_RE = re.compile(r"^(?P<path>.+?):(?P<row>\d+):(?P<col>\d+): (?P<code>[A-Z]+\d+)(?P<fix> \[\*\])? (?P<msg>.*)$")
-FIXED_RE = re.compile(r"^Found \d+ errors? \((?P<fixed>\d+) fixed, (?P<remaining>\d+) remaining\)\.$", re.M)
+MSG_RE = re.compile(r"^(?P<path>.+?):(?P<row>\d+):(?P<col>\d+): (?P<code>[A-Z]+\d+)(?: \[warning\])?(?P<fix> \[\*\])? (?P<msg>.*)$")
+FIXED_RE = re.compile(r"^Found \d+ errors? \((?P<fixed>\d+) fixed, (?P<remaining>\d+) remaining[^)]*\)\.$", re.M)
 FIXABLE_RE = re.compile(r"^\[\*\] (?P<n>\d+) fixable with", re.M)
 WOULD_RE = re.compile(r"Would fix (?P<n>\d+) errors? in (?P<files>\d+) files?\.")
 

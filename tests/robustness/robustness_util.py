@@ -86,8 +86,9 @@ def entries(fmt: str, stdout: str, cwd=None) -> list[tuple[str, str, int]]:
             out.append((name, o["code"], o["location"]["row"]))
     elif fmt == "github":
         for line in stdout.splitlines():
-            assert line.startswith("::error "), line
-            props, _, _msg = line[len("::error "):].partition("::")
+            level, sep, rest = line.partition(" ")
+            assert sep and level in ("::error", "::warning"), line
+            props, _, _msg = rest.partition("::")
             kv = dict(p.split("=", 1) for p in props.split(","))
             path = kv["file"].replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
             code = kv["title"].replace("%3A", ":").replace("%2C", ",")[len("amplint ("):-1]
