@@ -85,3 +85,28 @@ def test_amp104_optional_import_skips_only_its_own_name():
     assert [row for row, _ in found("AMP104", src)] == [6, 7, 8]
     # the guarded import is then used unconditionally: apex is the default path, reported (issue 12)
     assert [row for row, _ in found("AMP104", "try:\n    import apex.amp\nexcept ImportError:\n    pass\napex.amp.initialize(m, o)\n")] == [5]
+
+
+# ---------------------------------------------------------------- AMP006 / AMP009 on the core (issue 31)
+# Adversarial loops written before the two rules moved onto amplint/core/grads.py: correct loops
+# that must stay silent and real misuses that must be found (name -> (code, source, rows)).
+
+GRADS = {
+    'amp006_unscale_in_helper_method': ('AMP006', '\nimport torch\nclass T:\n    def __init__(self):\n        self.scaler = torch.amp.GradScaler("cuda")\n    def _unscale(self):\n        self.scaler.unscale_(self.opt)\n    def train_step(self, loss):\n        self.scaler.scale(loss).backward()\n        self._unscale()\n        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n        self.scaler.step(self.opt)\n        self.scaler.update()\n', []),
+    'amp006_unscale_on_both_arms': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    if fused:\n        scaler.unscale_(opt)\n    else:\n        log(x)\n        scaler.unscale_(opt)\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'amp006_clip_fp32_optimizer_after_update': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    scaler.unscale_(opt)\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n    scaler.update()\n    critic_loss(x).backward()\n    torch.nn.utils.clip_grad_norm_(critic.parameters(), 1.0)\n    critic_opt.step()\n', []),
+    'amp006_same_test_guards_unscale_and_clip': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    if max_norm:\n        scaler.unscale_(opt)\n    log(x)\n    if max_norm:\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'amp006_optional_scaler_switch': ('AMP006', '\nimport torch\ndef train(model, loader, opt, amp):\n    scaler = torch.amp.GradScaler("cuda") if amp else None\n    for x in loader:\n        loss = model(x).mean()\n        if scaler is not None:\n            scaler.scale(loss).backward()\n        else:\n            loss.backward()\n        if scaler is None:\n            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n            opt.step()\n        else:\n            scaler.unscale_(opt)\n            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n            scaler.step(opt)\n            scaler.update()\n', []),
+    'amp006_unknown_call_handed_scaler': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfrom utils import sync_grads\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    sync_grads(scaler, opt)\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'amp006_clip_in_the_arm_without_unscale': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    if use_sam:\n        scaler.unscale_(opt)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    else:\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n    scaler.update()\n', [10]),
+    'amp006_clip_under_no_grad': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    with torch.no_grad():\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n    scaler.update()\n', [7]),
+    'amp006_optional_scaler_clip_unconditional': ('AMP006', '\nimport torch\ndef train(model, loader, opt, amp):\n    scaler = torch.amp.GradScaler("cuda") if amp else None\n    for x in loader:\n        loss = model(x).mean()\n        if scaler is not None:\n            scaler.scale(loss).backward()\n        else:\n            loss.backward()\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        if scaler is not None:\n            scaler.step(opt)\n            scaler.update()\n        else:\n            opt.step()\n', [11]),
+    'amp006_norm_logged_then_unscale': ('AMP006', 'import torch\nscaler = torch.amp.GradScaler("cuda")\n\nfor x in loader:\n    scaler.scale(loss(x)).backward()\n    norms = [p.grad.data.norm(2) for p in model.parameters()]\n    scaler.unscale_(opt)\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n    scaler.update()\n', [6]),
+    'amp006_while_loop_method': ('AMP006', '\nimport torch\nclass T:\n    def __init__(self):\n        self.scaler = torch.amp.GradScaler("cuda")\n    def fit(self):\n        while self.step < self.max_steps:\n            self.scaler.scale(self.loss()).backward()\n            torch.nn.utils.clip_grad_value_(self.model.parameters(), 0.5)\n            self.scaler.step(self.opt)\n            self.scaler.update()\n', [9]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_grads_adversarial(name):
+    code, src, rows = GRADS[name]
+    assert [row for row, _ in found(code, src)] == rows
