@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import sys
 from typing import Any
 
@@ -139,6 +140,9 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
     models = [c for q, c in info.classes.items() if "." not in q and any(b.split(".")[-1] == "Module" for b in c.bases)
               and isinstance(loaded.namespace.get(q), type)]
     for f in cands:
+        gan = _gan_reason(f)
+        if gan:
+            plans[f.qualname].problems[:] = [gan]
         plans[f.qualname].problem = fit_problem(_loop_code(info, f))
         if len(models) == 1:  # the file's one model class: the harness builds it when it can
             plans[f.qualname].model_class = loaded.namespace[models[0].qualname]
@@ -171,6 +175,28 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
     return d
 
 
+_GAN_G = re.compile(r"^(generator|gen|netg|g|g_?net|g_?model|model_?g|generator_?model)$", re.IGNORECASE)
+_GAN_D = re.compile(r"^(discriminator|disc|netd|d|d_?net|d_?model|model_?d|critic|discriminator_?model)$",
+                    re.IGNORECASE)
+
+
+def _gan_reason(func: FuncInfo) -> str | None:
+    """Why a GAN step or loop (a generator and a discriminator parameter) is not verified, or None."""
+    names = [p.name for p in func.call_params]
+    g = [n for n in names if _GAN_G.match(n)]
+    d = [n for n in names if _GAN_D.match(n)]
+    if not g or not d:
+        return None
+    opts = [n for n in names if re.search(r"opt", n, re.IGNORECASE)]
+    scalers = [n for n in names if re.search(r"scaler", n, re.IGNORECASE)]
+    return (f"a GAN (generator `{g[0]}`, discriminator `{d[0]}`"
+            + (f", optimizers {', '.join(f'`{o}`' for o in opts)}" if opts else "")
+            + (f", {len(scalers)} GradScaler{'s' if len(scalers) > 1 else ''}" if scalers else "")
+            + "): the harness builds one model and compares it with a supervised reference loop; it has no "
+              "generator/discriminator pair and no adversarial reference of the same computation, so it "
+              "cannot say whether this loop's AMP matches one")
+
+
 def _toplevel_target(d: Discovery, loaded: Loaded, info: FileInfo, overrides: dict[str, str] | None,
                      dtype_name: str) -> Target | None:
     """The script's top-level loop compiled into a function (:mod:`amplint.runtime.toplevel`);
@@ -199,7 +225,10 @@ def _toplevel_target(d: Discovery, loaded: Loaded, info: FileInfo, overrides: di
         plan.notes.append("argparse defaults (sys.argv ignored), with " + ", ".join(
             f"args.{o} = 1" for o in top.epoch_options))
     fixed = [s.name for s in plan.slots if s.role in ("inputs", "targets", "batch")]
-    if fixed:
+    gan = _gan_reason(f)
+    if gan:
+        plan.problems[:] = [gan]
+    elif fixed:
         where = "; ".join(f"`{n}` from {top.dropped[n]}" if n in top.dropped else f"`{n}`" for n in fixed)
         plan.problems.append(f"the top-level loop trains on tensors the script builds itself ({where}), "
                              f"not on batches from a loader, so the harness cannot hand it its tiny batches")
