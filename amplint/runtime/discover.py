@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import sys
 from typing import Any
 
@@ -27,6 +28,7 @@ from amplint.runtime.fit import fit_problem
 from amplint.runtime.loader import LoadError, Loaded, load_definitions
 from amplint.runtime.roles import Plan, build_plan
 from amplint.runtime.static_info import FileInfo, FuncInfo, analyse
+from amplint.runtime.toplevel import FUNC_NAME, compile_toplevel
 
 __all__ = ["Target", "Discovery", "UsageError", "discover"]
 
@@ -56,6 +58,7 @@ class Discovery:
         self.info: FileInfo | None = None
         self.targets: list[Target] = []
         self.error: str | None = None  # the file could not be loaded, or holds nothing to verify
+        self.toplevel_why: str | None = None  # why a top-level loop could not be compiled
 
     @property
     def to_run(self) -> list[Target]:
@@ -123,6 +126,11 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
                              + ", ".join(f.qualname for f in matches) + " (give Class.method)")
         cands = matches
     if not cands:
+        if info.module_events and function is None:
+            t = _toplevel_target(d, loaded, info, overrides, dtype_name)
+            if t is not None:
+                d.targets.append(t)
+                return d
         d.error = (_top_level_message(d.display, info) if info.module_events else
                    "no training function found: no function or method here calls scaler.scale/step/"
                    "update, backward() or optimizer.step()")
@@ -132,6 +140,9 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
     models = [c for q, c in info.classes.items() if "." not in q and any(b.split(".")[-1] == "Module" for b in c.bases)
               and isinstance(loaded.namespace.get(q), type)]
     for f in cands:
+        gan = _gan_reason(f)
+        if gan:
+            plans[f.qualname].problems[:] = [gan]
         plans[f.qualname].problem = fit_problem(_loop_code(info, f))
         if len(models) == 1:  # the file's one model class: the harness builds it when it can
             plans[f.qualname].model_class = loaded.namespace[models[0].qualname]
@@ -162,6 +173,72 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
             else:
                 d.targets.append(Target(f, p, "unmapped", "; ".join(p.problems)))
     return d
+
+
+_GAN_G = re.compile(r"^(generator|gen|netg|g|g_?net|g_?model|model_?g|generator_?model)$", re.IGNORECASE)
+_GAN_D = re.compile(r"^(discriminator|disc|netd|d|d_?net|d_?model|model_?d|critic|discriminator_?model)$",
+                    re.IGNORECASE)
+
+
+def _gan_reason(func: FuncInfo) -> str | None:
+    """Why a GAN step or loop (a generator and a discriminator parameter) is not verified, or None."""
+    names = [p.name for p in func.call_params]
+    g = [n for n in names if _GAN_G.match(n)]
+    d = [n for n in names if _GAN_D.match(n)]
+    if not g or not d:
+        return None
+    opts = [n for n in names if re.search(r"opt", n, re.IGNORECASE)]
+    scalers = [n for n in names if re.search(r"scaler", n, re.IGNORECASE)]
+    return (f"a GAN (generator `{g[0]}`, discriminator `{d[0]}`"
+            + (f", optimizers {', '.join(f'`{o}`' for o in opts)}" if opts else "")
+            + (f", {len(scalers)} GradScaler{'s' if len(scalers) > 1 else ''}" if scalers else "")
+            + "): the harness builds one model and compares it with a supervised reference loop; it has no "
+              "generator/discriminator pair and no adversarial reference of the same computation, so it "
+              "cannot say whether this loop's AMP matches one")
+
+
+def _toplevel_target(d: Discovery, loaded: Loaded, info: FileInfo, overrides: dict[str, str] | None,
+                     dtype_name: str) -> Target | None:
+    """The script's top-level loop compiled into a function (:mod:`amplint.runtime.toplevel`);
+    None when it cannot be (the top-level message stands)."""
+    top = compile_toplevel(loaded)
+    if top.error or top.node is None:
+        d.toplevel_why = top.error
+        return None
+    tree = ast.Module(body=[*loaded.tree.body, top.node], type_ignores=[])
+    info2 = analyse(loaded.source, tree)
+    f = info2.funcs.get(FUNC_NAME)
+    if f is None:
+        return None
+    display = f"{d.display}:<top level>"
+    plan = build_plan(info2, f, loaded, display, overrides, dtype_name)
+    plan.toplevel = top
+    plan.problem = fit_problem([top.node, *(s for s in loaded.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)))])
+    models = [c for q, c in info2.classes.items() if "." not in q
+              and any(b.split(".")[-1] == "Module" for b in c.bases) and isinstance(loaded.namespace.get(q), type)]
+    if len(models) == 1:
+        plan.model_class = loaded.namespace[models[0].qualname]
+    lines = sorted(top.kept)
+    plan.notes.append(f"the script's top-level statements (lines {', '.join(map(str, lines))}) compiled into "
+                      f"a function of {', '.join(top.params) or 'no names'}; the rest of the top level is not run")
+    if top.epoch_options:
+        plan.notes.append("argparse defaults (sys.argv ignored), with " + ", ".join(
+            f"args.{o} = 1" for o in top.epoch_options))
+    fixed = [s.name for s in plan.slots if s.role in ("inputs", "targets", "batch")]
+    gan = _gan_reason(f)
+    if gan:
+        plan.problems[:] = [gan]
+    elif fixed:
+        where = "; ".join(f"`{n}` from {top.dropped[n]}" if n in top.dropped else f"`{n}`" for n in fixed)
+        plan.problems.append(f"the top-level loop trains on tensors the script builds itself ({where}), "
+                             f"not on batches from a loader, so the harness cannot hand it its tiny batches")
+    else:
+        for i, p in enumerate(plan.problems):
+            for n, where in top.dropped.items():
+                if p.startswith(f"parameter `{n}` has no known role"):
+                    plan.problems[i] = (f"`{n}` (bound by the top-level statement at {where}, which verify "
+                                        f"does not run) has no known role; pass --arg {n}=...")
+    return Target(f, plan, "run" if plan.ok else "unmapped", "; ".join(plan.problems))
 
 
 def unused_overrides(discoveries: list[Discovery], overrides: dict[str, str]) -> list[str]:

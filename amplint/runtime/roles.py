@@ -248,6 +248,8 @@ class Plan:
                 lines.append(f"  model: the loop's own {self.problem.model_name} (reference and fp32 runs too)")
             elif self.model_note:
                 lines.append(f"  model: the bundled tiny model, not the loop's own: {self.model_note}")
+        for n in self.notes:
+            lines.append(f"  top level: {n}" if getattr(self, "toplevel", None) is not None else f"  note: {n}")
         return lines
 
     # -- calling

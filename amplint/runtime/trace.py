@@ -47,6 +47,7 @@ import traceback
 from typing import Any, Sequence
 
 __all__ = ["main", "run_traced", "split_command", "resolve_command", "merge_reports", "summary_lines",
+           "cannot_verify_reason",
            "CommandError", "EXIT_CODES"]
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
@@ -307,6 +308,23 @@ def _unchecked_reason(reports: list[dict[str, Any]]) -> str | None:
     return "the program created no GradScaler and entered no autocast region"
 
 
+def cannot_verify_reason(reports: list[dict[str, Any]], started: list[dict[str, Any]],
+                         errors: list[str]) -> str | None:
+    """Why "no finding" is not a clean bill (issue 32): nothing was checked (no AMP step seen, every
+    GradScaler disabled), a process ended without its report, or amplint's hook failed; else None."""
+    why = _unchecked_reason(reports)
+    if why is not None:
+        return "nothing was checked, see below"
+    reported = {r["pid"] for r in reports}
+    lost = [s for s in started if s["pid"] not in reported]
+    if lost:
+        return (f"{len(lost)} process{'es' if len(lost) != 1 else ''} ended without a report, "
+                f"so their findings are unknown")
+    if errors:
+        return "amplint's hook failed in a process, so it could not follow every AMP call"
+    return None
+
+
 def summary_lines(reports: list[dict[str, Any]], started: list[dict[str, Any]], errors: list[str],
                   merged: list[dict[str, Any]]) -> list[str]:
     """The summary ``amplint trace`` ends with (stderr)."""
@@ -357,7 +375,8 @@ def summary_lines(reports: list[dict[str, Any]], started: list[dict[str, Any]], 
         detail = ", ".join(f"{c} x{k}" for c, k in sorted(codes.items()))
         lines.append(f"  findings: {total} AMP misuse{'s' if total != 1 else ''} ({detail})")
     else:
-        lines.append("  findings: none")
+        cannot = cannot_verify_reason(reports, started, errors)
+        lines.append("  findings: none" + (f" (cannot verify: {cannot})" if cannot else ""))
     why = _unchecked_reason(reports)
     if why is not None:
         what = "the GradScaler calls were not checked" if "only backward-inside-autocast" in why else \
@@ -477,6 +496,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "processes": [{k: r.get(k) for k in ("pid", "ppid", "rank", "local_rank", "world_size", "argv",
                                                  "stats")} for r in reports],
             "checked": why is None, "unchecked_reason": why, "exit_status": code,
+            "verdict": "FAIL" if merged else ("cannot verify" if cannot_verify_reason(reports, started, errors)
+                                              else "pass"),
+            "cannot_verify": None if merged else cannot_verify_reason(reports, started, errors),
             "program_exit_status": status,
         }, indent=2)
     else:

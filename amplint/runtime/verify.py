@@ -227,7 +227,8 @@ def verify(
                 if t.status == "run":
                     rows.append(_run_one(t.plan.display, t.plan, dev, dt, False))
                 elif t.status == "unmapped":  # the harness cannot call it: cannot verify (exit 2)
-                    why = f"cannot verify {t.func.qualname}: {t.reason}"
+                    what = "the top-level loop" if t.func.name == "_amplint_toplevel" else t.func.qualname
+                    why = f"cannot verify {what}: {t.reason}"
                     rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), error=why, cannot=why))
                 else:
                     rows.append(Row(t.plan.display, dev, harness.dtype_name(dt), kind="note",
