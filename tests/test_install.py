@@ -81,3 +81,32 @@ def test_unpinned_torch_lines_name_the_cpu_index():
                     if "--index-url https://download.pytorch.org/whl/" not in m.group(2):
                         bad.append(f"{os.path.relpath(p, REPO)}:{n}: {line.strip()}")
     assert not bad, "\n".join(bad)
+
+
+def test_the_version_has_one_source():
+    """`amplint --version`, the package metadata, SARIF and the cache all read amplint.__version__."""
+    import amplint
+
+    assert re.fullmatch(r"\d+\.\d+\.\d+", amplint.__version__)
+    assert _pyproject()["project"]["dynamic"] == ["version"]
+    assert _pyproject()["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "amplint.__version__"}
+    assert run_amplint("--version").stdout == f"amplint {amplint.__version__}\n"
+    assert run_amplint("-V").stdout == f"amplint {amplint.__version__}\n"
+    spelled = []
+    for d, _, fs in os.walk(os.path.join(REPO, "amplint")):
+        for f in fs:
+            if f.endswith(".py") and f != "__init__.py" or d != os.path.join(REPO, "amplint") and f == "__init__.py":
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    if re.search(r"""["']%s["']""" % re.escape(amplint.__version__), fh.read()):
+                        spelled.append(os.path.join(d, f))
+    assert not spelled  # nobody spells the version out a second time
+
+
+def test_the_pre_commit_rev_convention_is_documented():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    snippet = re.search(r"```yaml\n# \.pre-commit-config\.yaml\n(.*?)```", readme, re.S).group(1)
+    rev = re.search(r"rev: (\S+)", snippet).group(1)
+    assert rev == "<commit" and not re.search(r"rev: v\d", readme)  # no tag exists yet: the snippet pins a commit
+    assert f"repo: {meta.PROJECT_URL}" in snippet
+    assert "tagged `v` + the version that\n`amplint --version` prints" in readme
