@@ -27,3 +27,12 @@ def test_ci_runs_the_readme_test_command():
     blocks = re.findall(r"```sh\n(.*?)\n```", _readme(), re.S)
     test_cmd = next(b for b in blocks if "pytest" in b)
     assert test_cmd.strip() in ci
+
+
+def test_readme_stays_short_and_its_links_exist():
+    text = _readme()
+    assert len(text.splitlines()) <= 260  # issue 33: ~250 lines, the long material lives in docs/
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text)
+    assert "docs/project-mode.md" in links and "docs/verify.md" in links and "benchmarks/README.md" in links
+    for link in links:
+        assert os.path.exists(os.path.join(REPO, link)), link
