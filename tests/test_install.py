@@ -110,3 +110,73 @@ def test_the_pre_commit_rev_convention_is_documented():
     assert rev == "<commit"  # no tag exists yet: the snippet pins a commit
     assert f"repo: {meta.PROJECT_URL}" in snippet
     assert "tagged `v` + the version that\n`amplint --version` prints" in readme
+
+
+# --------------------------------------------------------------------------- a clean clone
+# The README's own words, run in a fresh clone of this repository and fresh venvs (issue 33).
+# It needs the package index pip is configured with (libcst, click, pathspec, setuptools,
+# pygls); offline, deselect it with `-m "not install"` or set AMPLINT_SKIP_INSTALL_TEST=1.
+
+import shutil
+import subprocess
+
+README_QUICK_START = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/amplint check fixtures/"
+FIXTURE = "fixtures/amp004_optimizer_step_bypasses_scaler/before.py"
+
+
+def _sh(cmd: str, cwd, env, timeout=240) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.install
+@pytest.mark.skipif(os.environ.get("AMPLINT_SKIP_INSTALL_TEST") == "1", reason="AMPLINT_SKIP_INSTALL_TEST=1")
+@pytest.mark.skipif(not os.path.exists(os.path.join(REPO, ".git")) or shutil.which("git") is None,
+                    reason="needs git and a git checkout to clone")
+def test_a_clean_clone_installs_with_the_readmes_words(tmp_path):
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    assert README_QUICK_START in readme
+    for line in ("pip install .", "pip install '.[server]'", f'pip install "amplint @ git+{meta.PROJECT_URL}"'):
+        assert line in readme, line
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON", "AMPLINT_"))}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(sys.prefix))
+    clone = tmp_path / "amplint"
+    subprocess.run(["git", "clone", "-q", REPO, str(clone)], check=True, capture_output=True, timeout=120)
+
+    # Quick start, verbatim: an editable install in the clone, then the bundled fixtures (exit 1).
+    r = _sh(README_QUICK_START, clone, env)
+    assert r.returncode == 1 and "AMP001" in r.stdout and "Found " in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+    # Install: `pip install .` into a fresh venv, no torch anywhere.
+    venv = tmp_path / "venv"
+    assert _sh(f"python3 -m venv {venv}", clone, env).returncode == 0
+    pip, amplint = venv / "bin" / "pip", venv / "bin" / "amplint"
+    r = _sh(f"{pip} install -q .", clone, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _sh(f"{venv}/bin/python -c 'import torch'", tmp_path, env).returncode != 0  # the linter needs no torch
+    r = _sh(f"{amplint} --version", tmp_path, env)
+    assert (r.returncode, r.stdout) == (0, f"amplint {_pyproject_version()}\n")
+    r = _sh(f"{amplint} check --no-cache {FIXTURE}", clone, env)
+    assert r.returncode == 1 and "AMP004" in r.stdout, r.stdout + r.stderr
+    r = _sh(f"{amplint} verify {FIXTURE}", clone, env)  # without torch: the hint, exit 2
+    assert r.returncode == 2 and meta.TORCH_CPU_INSTALL in r.stderr and "pip install '.[runtime]'" in r.stderr
+    r = _sh(f"{amplint} server < /dev/null", clone, env)  # without the extra: the hint, exit 2
+    assert r.returncode == 2 and "pip install '.[server]'" in r.stderr, r.stderr
+    r = _sh(f"{pip} install -q '.[server]'", clone, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _sh(f"{amplint} server --help", clone, env)
+    assert r.returncode == 0 and "--debounce" in r.stdout, r.stdout + r.stderr
+
+    # From git: the README's form with this clone's URL in place of the project's.
+    venv2 = tmp_path / "venv2"
+    assert _sh(f"python3 -m venv {venv2}", tmp_path, env).returncode == 0
+    r = _sh(f'{venv2}/bin/pip install -q "amplint @ git+file://localhost{clone}"', tmp_path, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _sh(f"{venv2}/bin/amplint check --no-cache {clone / FIXTURE}", tmp_path, env)
+    assert r.returncode == 1 and "AMP004" in r.stdout, r.stdout + r.stderr
+
+
+def _pyproject_version() -> str:
+    import amplint
+
+    return amplint.__version__
