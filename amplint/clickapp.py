@@ -181,7 +181,7 @@ def rule_command(code, show_all, output_format):
         data = [rule_json(r) for r in rules]
         _echo(json.dumps(data if show_all else data[0], indent=2))
     else:
-        _echo("\n\n".join(rule_markdown(r) for r in rules))
+        _echo("\n\n".join(f"{rule_markdown(r)}\nDocumentation: {r.url}\n" for r in rules))
 
 
 @cli.command("rules", epilog="\b\nExit status:\n  0  always")

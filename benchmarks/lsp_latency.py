@@ -4,7 +4,7 @@ training file (the median of 20 changes), through a real LSP client over stdio (
 Each change is one incremental edit, as an editor sends it while typing: it deletes, then
 restores, the `scaler.update()` of the file's last training loop, so every other change makes
 an AMP001 finding appear and the next one clears it (the benchmark checks that it does).
-Needs the server extra (`pip install 'amplint[server]'`):
+Needs the server extra (`pip install '.[server]'` in a clone):
 
     python benchmarks/lsp_latency.py [--lines 2000] [--changes 20] [--debounce 0 0.3]
 

@@ -8,11 +8,11 @@ import os
 from urllib.parse import quote
 
 from amplint import __version__
+from amplint.meta import PROJECT_URL as INFORMATION_URI  # the one project URL
 from amplint.report import Message, Summary
 from amplint.report.paths import SRCROOT, artifact_uri
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://github.com/amplint/amplint"
 
 def _sarif_rules(warnings_as_errors: bool = False):
     from amplint.docs import rule_json

@@ -8,6 +8,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, ClassVar, Iterable, Literal, NamedTuple
 
 from amplint.diagnostics import Diagnostic, Fix
+from amplint.meta import RULE_DOCS_URL as DOCS_URL  # the one project URL (amplint/meta.py)
 
 if TYPE_CHECKING:
     from amplint.model import FileModel
@@ -35,9 +36,6 @@ def severity_of(code: str, warnings_as_errors: bool = False) -> Severity:
     if rule is not None:
         return rule.severity
     return NON_RULE_SEVERITY.get(code, "error")
-
-
-DOCS_URL = "https://github.com/amplint/amplint/blob/main/docs/rules.md#{code_lower}-{name}"
 
 
 class Invalid(NamedTuple):

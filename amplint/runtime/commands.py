@@ -11,14 +11,17 @@ import click
 
 __all__ = ["verify_command", "trace_command"]
 
-_NEEDS_TORCH = "amplint {cmd} needs torch: pip install 'amplint[runtime]'"
+def _needs_torch(cmd: str) -> str:
+    from amplint.meta import torch_hint
+
+    return f"amplint {cmd} needs torch: {torch_hint()}"
 
 
 def _require_torch(cmd: str) -> None:
     try:
         import torch  # noqa: F401
     except ImportError:
-        click.echo(_NEEDS_TORCH.format(cmd=cmd), err=True)
+        click.echo(_needs_torch(cmd), err=True)
         sys.exit(2)
 
 
@@ -86,7 +89,7 @@ Exit status:
               help="Autocast dtype passed to the functions (a loop that hard-codes one keeps its own).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Save loss curves vs fp32 and the loss-scale trajectory to this image "
-                   "(.png, .pdf, .svg, ...; needs matplotlib: pip install 'amplint[plot]').")
+                   "(.png, .pdf, .svg, ...; needs matplotlib: pip install matplotlib).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None,
               help="Write amplint's output (table or JSON) to this file instead of stdout.")

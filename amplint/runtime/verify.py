@@ -35,7 +35,7 @@ from amplint.runtime.harness import CHECK_NAMES, DeviceUnavailable
 __all__ = ["Row", "verify", "format_table", "DeviceUnavailable", "PlotUnavailable", "UsageError",
            "PLOT_FORMATS", "check_plot_path"]
 
-PLOT_HINT = "pip install 'amplint[plot]'"
+PLOT_HINT = "pip install matplotlib"
 # matplotlib's Agg/PDF/SVG/PS back ends
 PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf",
                 "raw", "rgba")

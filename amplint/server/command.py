@@ -8,7 +8,9 @@ try:
     import lsprotocol  # noqa: F401
     import pygls  # noqa: F401
 except ImportError as exc:  # amplint.cli turns this into "`amplint server` is unavailable: ..."
-    raise ImportError(f"{exc}; install it with: pip install 'amplint[server]'") from None
+    from amplint.meta import install_hint
+
+    raise ImportError(f"{exc}; install it with: {install_hint('server')}") from None
 
 
 def _split(v: str | None) -> tuple[str, ...] | None:

@@ -215,7 +215,7 @@ def test_verify_device_and_plot_errors(tmp_path):
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        with pytest.raises(verify.PlotUnavailable, match=r"pip install 'amplint\[plot\]'"):
+        with pytest.raises(verify.PlotUnavailable, match="pip install matplotlib"):
             verify.verify([], device="cpu", plot=str(tmp_path / "out.png"))
     else:
         rows, code = verify.verify([], device="cpu", plot=str(tmp_path / "out.png"))
@@ -237,7 +237,7 @@ def test_click_verify_command(tmp_path):
 @pytest.mark.parametrize("plot, message", [
     ("missing/out.png", "does not exist"),
     ("out.xyz", "unknown image format '.xyz'"),
-    ("out.png", "pip install 'amplint[plot]'"),
+    ("out.png", "pip install matplotlib"),
 ])
 def test_click_verify_plot_errors_are_one_line_usage_errors(tmp_path, plot, message):
     if plot == "out.png":
@@ -296,7 +296,12 @@ def test_commands_without_torch(monkeypatch, tmp_path):
     runner = click_testing.CliRunner()
     r = runner.invoke(verify_command, [])
     assert r.exit_code == 2
-    assert "amplint verify needs torch: pip install 'amplint[runtime]'" in r.output
+    from amplint.meta import PROJECT_URL
+
+    # torch from its CPU index (an unpinned PyPI torch is the CUDA build), then the extra
+    assert "amplint verify needs torch: pip install torch --index-url https://download.pytorch.org/whl/cpu" in r.output
+    assert "pip install '.[runtime]' in a clone of amplint" in r.output
+    assert f'pip install "amplint[runtime] @ git+{PROJECT_URL}"' in r.output
     p = _script(tmp_path, "pass")
     r = runner.invoke(trace_command, ["--", str(p)])
     assert r.exit_code == 2 and "amplint trace needs torch" in r.output

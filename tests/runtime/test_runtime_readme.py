@@ -1,5 +1,6 @@
-"""The README's "Runtime checks" example stays true: its script is user_scripts/readme_train.py,
-and what it shows verify and trace printing is what they print."""
+"""The runtime example (once the README's, now the "Runtime checks" section at the end of
+docs/verify.md) stays true: its script is user_scripts/readme_train.py, and what it shows
+verify and trace printing is what they print."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ SCRIPT = os.path.join(HERE, "user_scripts", "readme_train.py")
 
 
 def _section() -> str:
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as fh:
+    with open(os.path.join(REPO, "docs", "verify.md"), encoding="utf-8") as fh:
         text = fh.read()
-    m = re.search(r"^## Runtime checks\n(.*?)^## ", text, re.S | re.M)
-    assert m, "README lost its Runtime checks section"
+    m = re.search(r"^## Runtime checks[^\n]*\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert m, "docs/verify.md lost its Runtime checks section"
     return m.group(1)
 
 

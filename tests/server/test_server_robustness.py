@@ -100,4 +100,8 @@ def test_without_the_extra_the_command_says_what_to_install():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 2
     assert "`amplint server` is unavailable" in out.stderr
-    assert "pip install 'amplint[server]'" in out.stderr
+    from amplint.meta import PROJECT_URL
+
+    # a hint that works where amplint is not published: from a clone, or from git
+    assert "pip install '.[server]' in a clone of amplint" in out.stderr
+    assert f'pip install "amplint[server] @ git+{PROJECT_URL}"' in out.stderr
