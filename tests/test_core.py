@@ -187,3 +187,35 @@ def test_describe_says_the_state_per_assumption_set():
         """
     )
     assert st.describe(_at(tree, 10)) == ["if not use_amp: clear (no step since the last update)", "if use_amp: open: step@7"]
+
+
+def test_grads_scaled_until_unscale_and_fresh_backward_ends_a_zero_grad():
+    from amplint.core.grads import GradStates
+
+    src = textwrap.dedent(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        def f(loader, opt, model):
+            for x in loader:
+                opt.zero_grad()
+                scaler.scale(model(x)).backward()
+                if log:
+                    n = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+        """
+    )
+    m = build_model(src, ast.parse(src), "t.py")
+    f = next(g for g in m.funcs if g.name == "f")
+    clips = [e for e in f.events if e.kind == "clip"]
+    (zero,) = [e for e in f.events if e.kind == "zero_grad"]
+    (step,) = [e for e in f.events if e.kind == "step"]
+    s = GradStates(m, f, step.scaler, clips + [zero])
+    assert s.scaled_at(clips[0]) and not s.scaled_at(clips[1])  # unscale_ ends "scaled"
+    assert s.reaches(clips[0], step) and not s.reaches(clips[1], step)  # only a scaled read is followed
+    assert not s.reaches(zero, step)  # the backward after the zero_grad writes fresh gradients
+    # the zero_grad at the loop top sees the last iteration's gradients only after an update
+    assert not any(fact[0] == "B" for st in s.facts_before(zero) for fact in st)

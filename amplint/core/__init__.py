@@ -4,7 +4,10 @@
   ``with``, ``match``, ``break``/``continue``/``return``/``raise``);
 * ``typestate``: the GradScaler protocol as an automaton run over that graph, per abstract
   scaler (the model's keys: a local, ``self.<attr>``, a module global), with ``unknown`` for
-  anything the analysis cannot follow (a call that may drive the scaler), which no rule reports.
+  anything the analysis cannot follow (a call that may drive the scaler), which no rule reports;
+* ``grads``: the gradients a scaled backward produced, over the same graph (scaled until
+  ``unscale_``, closed by ``update()``, overwritten by a fresh backward), with the clips and
+  ``zero_grad()`` calls followed forward to the step they reach; a call that may unscale is Top.
 
 Rules ask it questions ("which scaler iteration is open on every path into this statement?")
 instead of comparing line positions and branch literals themselves. The core imports only the

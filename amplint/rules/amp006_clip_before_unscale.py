@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 import ast
-import re
 
+from amplint.core import cfg
+from amplint.core.grads import GradStates, divided_later, grad_reads, norm_unscaled_by_hand
 from amplint.diagnostics import Fix, InsertStatement
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled, scaler_text, simple_stmt, stmt_anchor
-
-GRAD_READ = {"norm", "abs", "max"}
-CLIP_HELPER = re.compile(r"clip|grad_?norm|norm_?grad", re.IGNORECASE)
 
 
 class ClipBeforeUnscale(Rule):
@@ -282,207 +280,53 @@ for x in loader:
 
     def check(self, model):
         for f in model.funcs:
-            backs = [e for e in f.events if e.kind == "backward" and e.scaled]
-            if not backs:
+            keys = {e.scaler for e in f.events if e.kind == "backward" and e.scaled} & {e.scaler for e in f.events if e.kind == "step"}
+            keys = sorted((k for k in keys if not scaler_disabled(model, k)), key=str)
+            reads = list(grad_reads(model, f)) if keys else []
+            if not reads:
                 continue
-            steps = [e for e in f.events if e.kind == "step"]
-            if not steps:
-                continue
-            for c, label in self._grad_reads(model, f):
-                b = self._source_backward(c, backs)
-                if b is None:
-                    continue
-                s_list = [
-                    s for s in steps
-                    if s.scaler == b.scaler and s.seq > c.seq and s.co_occurs(c) and s.co_occurs(b)
-                    and set(map(id, s.loops)) <= set(map(id, b.loops))
-                ]
-                if not s_list or scaler_disabled(model, b.scaler):
-                    continue
-                s = s_list[0]
-                if self._unscaled_before(model, f, b, c) or _divided_by_scale(c, f):
-                    continue
-                st = scaler_text(model, f, b.scaler)
-                opts = {x.optimizer for x in s_list if x.loops == s.loops}
-                fix = None
-                later_unscale = any(
-                    u.kind == "unscale" and u.scaler == b.scaler and c.seq < u.seq < s.seq for u in f.events
-                )
-                loop_opt = any(
-                    s.optimizer and s.optimizer in loop.targets for loop in s.loops
-                )
-                # the unscale_ goes right before the clip, so the clip must run exactly as often as
-                # the step: same loops and no guard on the step that the clip lacks (a clip on every
-                # micro-batch with the step under `if (i + 1) % accum == 0:` would unscale twice)
-                if (
-                    len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt and not getattr(c, "helper", False)
-                    and c.loops == s.loops and not (s.ctx.lits - c.ctx.lits) and simple_stmt(c)
-                    and not isinstance(c.stmt, ast.Return) and not _divided_later(c, f)
-                ):
-                    fix = Fix(
-                        "safe",
-                        f"Insert `{st}.unscale_({s.optimizer})` before the clip",
-                        (InsertStatement(stmt_anchor(model, c.stmt), f"{st}.unscale_({s.optimizer})", "before"),),
-                    )
-                opt = s.optimizer or "optimizer"
-                yield self.diagnostic(
-                    model,
-                    c.node,
-                    f"{label} sees gradients still multiplied by the loss scale; call `{st}.unscale_({opt})` "
-                    f"before it (otherwise the threshold is effectively divided by the scale, 65536)",
-                    fix,
-                    c.stmt,
-                )
+            graph, seen = cfg.build(f.node), set()
+            for key in keys:
+                states = GradStates(model, f, key, [c for c, _ in reads], graph)
+                steps = [e for e in f.events if e.kind == "step" and e.scaler == key]
+                for c, label in reads:
+                    d = None if id(c.node) in seen else self._check_read(model, f, key, states, steps, c, label)
+                    if d is not None:
+                        seen.add(id(c.node))
+                        yield d
 
-    @staticmethod
-    def _grad_reads(model, f):
-        for e in f.events:
-            if e.kind == "clip":
-                name = model.text(e.node.func).rsplit(".", 1)[-1]
-                yield e, f"`{name}`"
-        for c in f.calls:  # a project helper that clips (same file or another module)
-            if not CLIP_HELPER.search(model.text(c.node.func).rsplit(".", 1)[-1]):
-                continue
-            hit = model.project_callee(c)
-            if hit is None or not hit[2].clips or any("unscale" in ops for ops in hit[2].scaler_ops.values()):
-                continue
-            read = _Read(c)
-            read.helper = True  # no fix: the shapes of helpers are not proved safe to rewrite
-            yield read, f"`{model.text(c.node.func)}()` (it calls `clip_grad_norm_`)"
-        for mc in f.methods:
-            if mc.called and mc.attr in GRAD_READ and isinstance(mc.receiver_node, ast.Attribute):
-                r = mc.receiver_node
-                if r.attr == "data" and isinstance(r.value, ast.Attribute):
-                    r = r.value
-                if r.attr == "grad":
-                    yield _Read(mc), f"`{model.text(mc.receiver_node)}.{mc.attr}()`"
-
-    @staticmethod
-    def _source_backward(c, backs):
-        c_loops = set(map(id, c.loops))
-        cands = [
-            b for b in backs
-            if b.seq < c.seq and b.co_occurs(c)
-            and (c_loops <= set(map(id, b.loops)) or set(map(id, b.loops)) <= c_loops)
-        ]
-        return cands[-1] if cands else None
-
-    @staticmethod
-    def _unscaled_before(model, f, b, c) -> bool:
-        for u in f.events:
-            if u.kind == "unscale" and u.scaler == b.scaler and u.seq < c.seq and u.co_occurs(c):
-                return True
-        # a helper called between backward and clip that may unscale
-        inside = {id(x) for x in ast.walk(c.node)} if c.node is not None else set()
-        for call in f.calls:
-            if not (b.seq < call.seq < c.seq) or id(call.node) in inside:
-                continue  # `clip_grad_norm_(self.parameters(), ...)`: the clip's own argument
-            if _module_reader(call.callee):
-                continue
-            callee = model.resolve_callee(call)
-            if callee is not None:
-                if not callee.walked:
-                    if model.mentions(callee, "unscale_"):
-                        return True
-                elif any(e.kind == "unscale" for e in callee.events):
-                    return True
-            elif any(k == b.scaler for _p, k in call.arg_keys):
-                return True
-            elif b.scaler and b.scaler[0] == "A" and model.calls_self_unknown(call):
-                return True
-        return False
-
-
-_MODULE_READERS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "state_dict"})
-
-
-def _module_reader(callee) -> bool:
-    """``self.parameters()``, ``model.named_parameters()``: an ``nn.Module`` method that reads, never unscales."""
-    return isinstance(callee, ast.Attribute) and callee.attr in _MODULE_READERS
-
-
-def _divided_by_scale(c, f=None) -> bool:
-    """A norm unscaled by hand: ``total_norm(...) / scaler.get_scale()``, or a name bound to
-    the norm and divided by the scale in a later statement of the function (``gn = ...norm...``;
-    ``gn = gn / scaler.get_scale()``, ``gn /= scale`` where ``scale = scaler.get_scale()``)."""
-    for n in ast.walk(c.stmt):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and any(x is c.node for x in ast.walk(n.left)):
-            if _is_scale(n.right, ()):
-                return True
-    return f is not None and _only_reads(c) and _divided_later(c, f)
-
-
-def _divided_later(c, f) -> bool:
-    """The name the statement binds to the norm is divided by the scale in a later statement."""
-    stmt = c.stmt
-    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
-        return False
-    name = stmt.targets[0].id
-    scales = {  # names bound to the scale: `scale = scaler.get_scale()`
-        t.id for n in ast.walk(f.node) if isinstance(n, ast.Assign) and _is_scale(n.value, ())
-        for t in n.targets if isinstance(t, ast.Name)
-    }
-    for n in ast.walk(f.node):
-        if getattr(n, "lineno", 0) <= stmt.lineno:
-            continue
-        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and isinstance(n.target, ast.Name) and n.target.id == name:
-            if _is_scale(n.value, scales):
-                return True
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and isinstance(n.left, ast.Name) and n.left.id == name:
-            if _is_scale(n.right, scales):
-                return True
-    return False
-
-
-def _only_reads(c) -> bool:
-    """The gradients are only read (a norm), not clipped: ``p.grad.norm()``, ``get_total_norm``,
-    or a clip with an infinite threshold. A real clip of scaled gradients is wrong whatever is
-    done with the norm it returns."""
-    if c.kind == "grad_read":
-        return not getattr(c, "helper", False)
-    node = c.node
-    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-    if name == "get_total_norm":
-        return True
-    limit = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "max_norm"), None)
-    return limit is not None and _infinite(limit)
-
-
-def _infinite(expr) -> bool:
-    """``float("inf")``, ``math.inf``, ``torch.inf``, ``np.inf``."""
-    if isinstance(expr, ast.Call) and getattr(expr.func, "id", None) == "float" and expr.args:
-        a = expr.args[0]
-        return isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.strip().lower() in ("inf", "+inf", "infinity")
-    return isinstance(expr, ast.Attribute) and expr.attr == "inf"
-
-
-def _is_scale(expr, scales) -> bool:
-    """``scaler.get_scale()`` (anywhere in ``expr``) or a name bound to it."""
-    return any(
-        (isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get_scale")
-        or (isinstance(x, ast.Name) and x.id in scales)
-        for x in ast.walk(expr)
-    )
-
-
-class _Read:
-    """A gradient-norm read, shaped like an Event for the checks above."""
-
-    kind = "grad_read"
-    helper = False
-
-    def __init__(self, mc):
-        self.node = mc.node
-        self.stmt = mc.stmt
-        self.seq = mc.seq
-        self.ctx = mc.ctx
-        self.func = mc.func
-
-    @property
-    def loops(self):
-        return self.ctx.loops
-
-    def co_occurs(self, other) -> bool:
-        from amplint.model import exclusive
-
-        return not exclusive(self.ctx.lits, other.ctx.lits)
+    def _check_read(self, model, f, key, states, steps, c, label):
+        """A read of gradients a scaled backward left scaled on some path (no ``unscale_``, nor a
+        call that may run it, on any), that reaches a later ``step()`` of the same scaler."""
+        if not states.scaled_at(c) or norm_unscaled_by_hand(c, f):
+            return None
+        s_list = [s for s in steps if s.seq > c.seq and states.reaches(c, s)]
+        if not s_list:
+            return None
+        s = s_list[0]
+        st = scaler_text(model, f, key)
+        opts = {x.optimizer for x in s_list if x.loops == s.loops}
+        later_unscale = any(u.kind == "unscale" and u.scaler == key and c.seq < u.seq < s.seq for u in f.events)
+        loop_opt = any(s.optimizer and s.optimizer in loop.targets for loop in s.loops)
+        fix = None
+        # the unscale_ goes right before the clip, so the clip must run exactly as often as the
+        # step: same loops and no guard on the step that the clip lacks (a clip on every
+        # micro-batch with the step under `if (i + 1) % accum == 0:` would unscale twice)
+        if (
+            len(opts) == 1 and s.optimizer and not later_unscale and not loop_opt and not getattr(c, "helper", False)
+            and c.loops == s.loops and not (s.ctx.lits - c.ctx.lits) and simple_stmt(c)
+            and not isinstance(c.stmt, ast.Return) and not divided_later(c, f)
+        ):
+            fix = Fix(
+                "safe",
+                f"Insert `{st}.unscale_({s.optimizer})` before the clip",
+                (InsertStatement(stmt_anchor(model, c.stmt), f"{st}.unscale_({s.optimizer})", "before"),),
+            )
+        return self.diagnostic(
+            model,
+            c.node,
+            f"{label} sees gradients still multiplied by the loss scale; call `{st}.unscale_({s.optimizer or 'optimizer'})` "
+            f"before it (otherwise the threshold is effectively divided by the scale, 65536)",
+            fix,
+            c.stmt,
+        )

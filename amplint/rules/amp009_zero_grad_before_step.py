@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from amplint.core import cfg
+from amplint.core.grads import GradStates
 from amplint.diagnostics import Fix, MoveStatement
 from amplint.model.queries_extra import abandons
 from amplint.rules import Invalid, Rule
@@ -25,8 +27,9 @@ The gradients the backward just produced are erased before the step uses them. W
 still move the weights) and the model does not learn.
 
 `zero_grad()` at the top of the iteration (before the backward) or after the step is the
-canonical order and is not reported. `model.zero_grad()` is not reported either: with
-several models (a GAN) zeroing another model's gradients there is correct.
+canonical order and is not reported, nor is one followed, before the step, by a fresh scaled
+backward or a call to a project function that back-propagates. `model.zero_grad()` is not
+reported either: with several models (a GAN) zeroing another model's gradients there is correct.
 
 ## Example
 ```python
@@ -184,44 +187,30 @@ class T:
 
     def check(self, model):
         for f in model.funcs:
-            backs = [e for e in f.events if e.kind == "backward" and e.scaled]
-            if not backs:
-                continue
-            steps = [e for e in f.events if e.kind == "step" and e.optimizer]
-            for z in f.events:
-                if z.kind != "zero_grad" or not model.is_optimizer(z.node.func.value, f):
-                    continue
-                s = next(
-                    (
-                        s for s in steps
-                        if s.seq > z.seq and s.optimizer == z.optimizer and s.co_occurs(z)
-                        and set(map(id, s.loops)) <= set(map(id, z.loops))
-                    ),
-                    None,
-                )
-                if s is None or abandons(model, f, z.stmt):
-                    continue  # `zero_grad(); step(); update(); break`: skips this iteration on purpose
-                b = [
-                    b for b in backs
-                    if b.seq < z.seq and b.scaler == s.scaler and b.co_occurs(z) and b.co_occurs(s)
-                    and set(map(id, z.loops)) <= set(map(id, b.loops))
-                ]
-                if not b:
-                    continue
-                if any(
-                    x.kind == "backward" and x.scaled and x.scaler == s.scaler and z.seq < x.seq < s.seq and x.co_occurs(s)
-                    for x in f.events
-                ):
-                    continue  # a fresh backward after the zero_grad
-                st = scaler_text(model, f, s.scaler)
-                yield self.diagnostic(
-                    model,
-                    z.node,
-                    f"`{z.optimizer}.zero_grad()` erases the gradients of the scaled backward before "
-                    f"`{st}.step({s.optimizer})` uses them; zero the gradients at the start of the iteration or after the step",
-                    self._fix(model, f, z, s),
-                    z.stmt,
-                )
+            zs = [z for z in f.events if z.kind == "zero_grad" and model.is_optimizer(z.node.func.value, f)]
+            keys = {e.scaler for e in f.events if e.kind == "backward" and e.scaled} if zs else ()
+            graph = cfg.build(f.node) if keys else None
+            seen = set()
+            for key in sorted(keys, key=str):
+                states = GradStates(model, f, key, zs, graph)
+                steps = [e for e in f.events if e.kind == "step" and e.scaler == key and e.optimizer]
+                for z in zs:
+                    # the zero_grad's erasure of scaled gradients reaches a step of its optimizer
+                    # (no fresh backward in between); `zero_grad(); step(); update(); break` skips
+                    # this iteration on purpose
+                    s = next((s for s in steps if s.seq > z.seq and s.optimizer == z.optimizer and states.reaches(z, s)), None)
+                    if s is None or id(z) in seen or abandons(model, f, z.stmt):
+                        continue
+                    seen.add(id(z))
+                    st = scaler_text(model, f, key)
+                    yield self.diagnostic(
+                        model,
+                        z.node,
+                        f"`{z.optimizer}.zero_grad()` erases the gradients of the scaled backward before "
+                        f"`{st}.step({s.optimizer})` uses them; zero the gradients at the start of the iteration or after the step",
+                        self._fix(model, f, z, s),
+                        z.stmt,
+                    )
 
     @staticmethod
     def _fix(model, f, z, s):

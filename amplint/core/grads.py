@@ -1,0 +1,289 @@
+"""The gradients a GradScaler's scaled backward produced, as a state over a function's CFG.
+
+For one abstract scaler (a model key) the state on entry to every statement is, per
+*assumption set* (the outcomes of the ``if`` tests around this analysis' own events, as in
+``typestate``), the set of facts that **may** hold on some path here since the scaler's last
+``update()``:
+
+* ``("B", backward)``: gradients of a scaled backward (``scaler.scale(loss).backward()``);
+* ``("U", x)``: ``unscale_()`` ran since that backward, or a call we cannot follow may have run
+  it (x is the call): Top for the "still scaled" question, which it then never answers yes;
+* ``("S", step)``: a ``scaler.step()`` ran;
+* ``("W", item)``: a watched statement (a clip or gradient-norm read on still-scaled gradients,
+  a ``zero_grad()`` of scaled gradients) ran and no scaled backward (nor a call that may run
+  one) has written fresh gradients since: does it *reach* a later ``step()``?
+
+A scaled backward writes fresh scaled gradients (it ends every ``U`` and ``W``); ``update()``
+closes the iteration (it ends ``B``, ``U`` and ``S``). Paths that assume both outcomes of one
+test are infeasible and dropped; assumptions about tests inside a loop are forgotten at its
+head. With more assumption sets than ``MAX_ASSUMPTIONS`` nothing is known (no query answers).
+
+Also here: which calls read the gradients' magnitude (``grad_reads``), and the value flow that
+tells a norm unscaled by hand (``norm_unscaled_by_hand``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from amplint.core.cfg import CFG, build
+from amplint.model.walker import _norm_test
+
+MAX_ASSUMPTIONS = 64
+GRAD_READ = {"norm", "abs", "max"}
+CLIP_HELPER = re.compile(r"clip|grad_?norm|norm_?grad", re.IGNORECASE)
+_MODULE_READERS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "state_dict"})
+
+
+class GradStates:
+    """The gradient facts of scaler ``key`` on entry to each statement of ``func``; ``watch``:
+    the clips/norm reads (kind "read") and ``zero_grad`` events to follow forward."""
+
+    def __init__(self, model, func, key, watch=(), cfg: CFG | None = None):
+        self.model, self.func, self.key = model, func, key
+        self.cfg = cfg if cfg is not None else build(func.node)
+        self._items = self._collect(watch)
+        self._guards = self._guarding_ifs()
+        self.before = self._solve()
+
+    def _collect(self, watch) -> dict[int, list]:
+        """Per statement, in order: (seq, kind, object) for B, U, S, R (update), K (a call that may
+        back-propagate afresh), W (a watched read: needs B and no U) and Z (a watched zero_grad)."""
+        m, f, key = self.model, self.func, self.key
+        out: dict[int, list] = {}
+
+        def add(x, kind):
+            if x.stmt is not None:
+                out.setdefault(id(x.stmt), []).append((x.seq, kind, x))
+
+        for e in f.events:
+            if e.scaler == key and (e.kind != "backward" or e.scaled):
+                kind = {"backward": "B", "unscale": "U", "step": "S", "update": "R"}.get(e.kind)
+                if kind:
+                    add(e, kind)
+        for c in f.calls:
+            if may_unscale(m, c, key):
+                add(c, "U")
+            elif may_backward(m, c):
+                add(c, "K")
+        for w in watch:
+            add(w, "Z" if getattr(w, "kind", None) == "zero_grad" else "W")
+        for v in out.values():
+            v.sort(key=lambda t: t[0])
+        return out
+
+    def _guarding_ifs(self) -> dict[int, tuple]:
+        out = {}
+        for n in self.cfg.nodes:
+            s = n.stmt
+            if isinstance(s, ast.If) and id(s) in self.cfg.arms:
+                if {id(x) for x in ast.walk(s) if x is not s} & self._items.keys():
+                    k, pol = _norm_test(s.test)
+                    if k is not None:
+                        out[id(s)] = (k, pol)
+        return out
+
+    @staticmethod
+    def transfer(items, state: frozenset) -> frozenset:
+        for _seq, kind, x in items:
+            has = {f[0] for f in state}
+            if kind == "B":
+                state = frozenset(f for f in state if f[0] not in "UW") | {("B", x)}
+            elif kind == "K":
+                state = frozenset(f for f in state if f[0] != "W")
+            elif kind in "US":
+                state = state | {(kind, x)}
+            elif kind == "R":
+                state = frozenset(f for f in state if f[0] == "W")
+            elif "B" in has and (kind == "Z" or "U" not in has):
+                state = state | {("W", x)}
+        return state
+
+    def _edge(self, n, succ, states: dict) -> dict:
+        g = self._guards.get(id(n.stmt)) if n.stmt is not None else None
+        out: dict = {}
+        if g is not None and succ in self.cfg.arms[id(n.stmt)]:
+            then, _other = self.cfg.arms[id(n.stmt)]
+            k, pol = g[0], g[1] if succ is then else not g[1]
+            for a, st in states.items():
+                if (k, not pol) not in {(x[0], x[1]) for x in a}:
+                    b = a | {(k, pol, id(n.stmt))}
+                    out[b] = out.get(b, frozenset()) | st
+            return out
+        if isinstance(succ.stmt, (ast.For, ast.AsyncFor, ast.While)):
+            inside = {id(x) for x in ast.walk(succ.stmt)}
+            for a, st in states.items():
+                b = frozenset(x for x in a if x[2] not in inside)
+                out[b] = out.get(b, frozenset()) | st
+            return out
+        return states
+
+    def _solve(self) -> dict[int, dict]:
+        cfg = self.cfg
+        before: dict[int, dict] = {}
+        after: dict[int, dict] = {cfg.entry.index: {frozenset(): frozenset()}}
+        work = list(cfg.entry.succ)
+        budget = 60 * max(1, len(cfg.nodes))
+        while work and budget:
+            budget -= 1
+            n = work.pop()
+            states: dict = {}
+            for p in n.pred:
+                for a, st in self._edge(p, n, after.get(p.index, {})).items():
+                    states[a] = states.get(a, frozenset()) | st
+            if len(states) > MAX_ASSUMPTIONS:
+                return {}
+            if not states:
+                continue
+            items = self._items.get(id(n.stmt), ()) if n.stmt is not None else ()
+            out = {a: self.transfer(items, st) for a, st in states.items()}
+            if before.get(n.index) == states and after.get(n.index) == out:
+                continue
+            before[n.index], after[n.index] = states, out
+            work.extend(n.succ)
+        return {} if work else before  # no fixpoint within the budget: nothing is known
+
+    def facts_before(self, x) -> list[frozenset]:
+        """The facts just before ``x`` (an event or call), one set per assumption set: its
+        statement's entry states and the items of that statement before it (not inside it)."""
+        n = self.cfg.node_of.get(id(x.stmt))
+        inner = {id(y) for y in ast.walk(x.node)}
+        prefix = [t for t in self._items.get(id(x.stmt), ()) if t[0] < x.seq and id(t[2].node) not in inner]
+        return [self.transfer(prefix, st) for st in (self.before.get(n.index, {}) if n else {}).values()]
+
+    def scaled_at(self, x) -> bool:
+        """Do gradients of a scaled backward reach ``x`` on some path, with no ``unscale_`` (nor a
+        call that may run it) since on any path?"""
+        facts = self.facts_before(x)
+        return any(f[0] == "B" for st in facts for f in st) and not any(f[0] == "U" for st in facts for f in st)
+
+    def reaches(self, watched, event) -> bool:
+        """Does the watched item reach ``event`` (no fresh backward in between) on some path?"""
+        return any(("W", watched) in st for st in self.facts_before(event))
+
+
+def may_unscale(model, call, key) -> bool:
+    """Could the call run ``unscale_`` on the scaler ``key``? A function of this file that
+    unscales, one we did not walk that mentions ``unscale_``, an unresolved call handed the
+    scaler, or an unknown method of the object holding it. ``model.parameters()`` never does."""
+    if isinstance(call.callee, ast.Attribute) and call.callee.attr in _MODULE_READERS:
+        return False
+    callee = model.resolve_callee(call)
+    if callee is not None:
+        return model.mentions(callee, "unscale_") if not callee.walked else any(e.kind == "unscale" for e in callee.events)
+    return any(k == key for _p, k in call.arg_keys) or bool(key and key[0] == "A" and model.calls_self_unknown(call))
+
+
+def may_backward(model, call) -> bool:
+    """Does a project function the call resolves to back-propagate (fresh gradients)?"""
+    callee = model.resolve_callee(call)
+    if callee is not None:
+        return model.mentions(callee, "backward(") if not callee.walked else any(e.kind == "backward" for e in callee.events)
+    hit = model.project_callee(call)
+    return hit is not None and bool(hit[2].backward)
+
+
+class Read:
+    """A gradient-magnitude read that is not a clip event (a helper call, ``p.grad.norm()``),
+    shaped like an event (``helper``: a project helper that clips, never fixed)."""
+
+    kind = "grad_read"
+
+    def __init__(self, x, helper=False):
+        self.node, self.stmt, self.seq, self.ctx, self.func, self.helper = x.node, x.stmt, x.seq, x.ctx, x.func, helper
+
+    @property
+    def loops(self):
+        return self.ctx.loops
+
+    def co_occurs(self, other) -> bool:
+        from amplint.model import exclusive
+
+        return not exclusive(self.ctx.lits, other.ctx.lits)
+
+
+def grad_reads(model, f):
+    """(item, label) for every read of the gradients' magnitude in ``f``: torch's clips and norms
+    (``clip_grad_norm_``, ``get_total_norm``), a project helper named for clipping that calls one
+    and does not unscale (same file or another module), and ``p.grad.norm()``/``abs``/``max``."""
+    for e in f.events:
+        if e.kind == "clip":
+            yield e, f"`{model.text(e.node.func).rsplit('.', 1)[-1]}`"
+    for c in f.calls:
+        if CLIP_HELPER.search(model.text(c.node.func).rsplit(".", 1)[-1]):
+            hit = model.project_callee(c)
+            if hit is not None and hit[2].clips and not any("unscale" in ops for ops in hit[2].scaler_ops.values()):
+                yield Read(c, helper=True), f"`{model.text(c.node.func)}()` (it calls `clip_grad_norm_`)"
+    for mc in f.methods:
+        if mc.called and mc.attr in GRAD_READ and isinstance(mc.receiver_node, ast.Attribute):
+            r = mc.receiver_node
+            if r.attr == "data" and isinstance(r.value, ast.Attribute):
+                r = r.value
+            if r.attr == "grad":
+                yield Read(mc), f"`{model.text(mc.receiver_node)}.{mc.attr}()`"
+
+
+def norm_unscaled_by_hand(c, f) -> bool:
+    """A norm unscaled by hand: ``total_norm(...) / scaler.get_scale()`` in the read's statement,
+    or, for a norm that is only read (not clipped), the name it is bound to divided by the scale
+    in a later statement (``gn = gn / scaler.get_scale()``, ``gn /= scale``)."""
+    for n in ast.walk(c.stmt):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and any(x is c.node for x in ast.walk(n.left)):
+            if _is_scale(n.right, ()):
+                return True
+    return only_reads(c) and divided_later(c, f)
+
+
+def divided_later(c, f) -> bool:
+    """The name the read's statement binds to the norm is divided by the scale in a later
+    statement (``scale = scaler.get_scale()`` binds a name to the scale)."""
+    stmt = c.stmt
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+        return False
+    name = stmt.targets[0].id
+    scales = {
+        t.id for n in ast.walk(f.node) if isinstance(n, ast.Assign) and _is_scale(n.value, ())
+        for t in n.targets if isinstance(t, ast.Name)
+    }
+    for n in ast.walk(f.node):
+        if getattr(n, "lineno", 0) <= stmt.lineno:
+            continue
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Div) and isinstance(n.target, ast.Name) and n.target.id == name:
+            if _is_scale(n.value, scales):
+                return True
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and isinstance(n.left, ast.Name) and n.left.id == name:
+            if _is_scale(n.right, scales):
+                return True
+    return False
+
+
+def only_reads(c) -> bool:
+    """The gradients are only read (a norm), not clipped: ``p.grad.norm()``, ``get_total_norm``,
+    or a clip with an infinite threshold. A real clip of scaled gradients is wrong whatever is
+    done with the norm it returns."""
+    if c.kind == "grad_read":
+        return not c.helper
+    node = c.node
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    if name == "get_total_norm":
+        return True
+    limit = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "max_norm"), None)
+    return limit is not None and _infinite(limit)
+
+
+def _infinite(expr) -> bool:
+    """``float("inf")``, ``math.inf``, ``torch.inf``, ``np.inf``."""
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", None) == "float" and expr.args:
+        a = expr.args[0]
+        return isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.strip().lower() in ("inf", "+inf", "infinity")
+    return isinstance(expr, ast.Attribute) and expr.attr == "inf"
+
+
+def _is_scale(expr, scales) -> bool:
+    """``scaler.get_scale()`` (anywhere in ``expr``) or a name bound to it."""
+    return any(
+        (isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get_scale")
+        or (isinstance(x, ast.Name) and x.id in scales)
+        for x in ast.walk(expr)
+    )
