@@ -165,3 +165,52 @@ def test_amp009_zero_grad_at_loop_top_with_scaler_only_is_silent():
         "            self.scaler.step(self.opt)\n            self.scaler.update()\n")
     assert "if self.amp" not in src
     assert found("AMP009", src) == []
+
+
+# shapes diffrule found on the development corpus while the rules moved (issue 31)
+GRADS_CORPUS = {
+    # accumulation over an inner loop whose body back-propagates under a loop-invariant AMP test:
+    # neither the zero-trip path past the loop nor the AMP-off arm of the test reaches the step
+    "amp009_zero_grad_before_inner_accumulation_loop": ("AMP009", H + """
+for i, batch in enumerate(loader):
+    opt.zero_grad()
+    for j in range(accum):
+        loss = model(batch[j]).mean()
+        if precision == "amp":
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+    if precision == "amp":
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+""", []),
+    # an unknown method of the object (feared to unscale) on the fp32 path only: the AMP path's
+    # clip still sees scaled gradients
+    "amp006_unknown_self_call_on_the_other_path": ("AMP006", """
+import torch
+class M:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def train_one_step(self, loss):
+        if self.accumulation_steps == 1:
+            self.zero_grad()
+        if self.fp16:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.parameters(), 1.0)
+        if self.fp16:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+""", [13]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS_CORPUS))
+def test_grads_corpus_shapes(name):
+    code, src, rows = GRADS_CORPUS[name]
+    assert [row for row, _ in found(code, src)] == rows

@@ -81,8 +81,21 @@ class GradStates:
                 if {id(x) for x in ast.walk(s) if x is not s} & self._items.keys():
                     k, pol = _norm_test(s.test)
                     if k is not None:
-                        out[id(s)] = (k, pol)
+                        out[id(s)] = (k, pol, s.test)
         return out
+
+    def _varies(self, loop, test) -> bool:
+        """May ``test`` change between iterations of ``loop``: it calls something, or names a
+        variable or attribute the loop assigns (its target included)?"""
+        stored = self._stored.get(id(loop))
+        if stored is None:
+            stored = self._stored[id(loop)] = {
+                ast.unparse(x) for x in ast.walk(loop) if isinstance(getattr(x, "ctx", None), ast.Store)
+            }
+        return any(
+            isinstance(x, ast.Call) or (isinstance(x, (ast.Name, ast.Attribute)) and ast.unparse(x) in stored)
+            for x in ast.walk(test)
+        )
 
     @staticmethod
     def transfer(items, state: frozenset) -> frozenset:
@@ -103,6 +116,11 @@ class GradStates:
     def _edge(self, n, succ, states: dict) -> dict:
         g = self._guards.get(id(n.stmt)) if n.stmt is not None else None
         out: dict = {}
+        if n.index in self._back_w and self.cfg.node_of.get(id(n.stmt.body[0])) is not succ:
+            # leaving a loop: a watched item only gets out through its body (the loop is assumed
+            # to run, so a zero-trip path past a backward inside it adds no finding)
+            keep = self._back_w[n.index]
+            states = {a: frozenset(f for f in st if f[0] != "W" or f in keep) for a, st in states.items()}
         if g is not None and succ in self.cfg.arms[id(n.stmt)]:
             then, _other = self.cfg.arms[id(n.stmt)]
             k, pol = g[0], g[1] if succ is then else not g[1]
@@ -112,15 +130,32 @@ class GradStates:
                     out[b] = out.get(b, frozenset()) | st
             return out
         if isinstance(succ.stmt, (ast.For, ast.AsyncFor, ast.While)):
+            # at the loop's head, forget the outcomes of tests inside it that may change between
+            # iterations (``if (i + 1) % accum == 0``); a loop-invariant one (``if use_amp``) holds
             inside = {id(x) for x in ast.walk(succ.stmt)}
             for a, st in states.items():
-                b = frozenset(x for x in a if x[2] not in inside)
+                b = frozenset(x for x in a if x[2] not in inside or not self._varies(succ.stmt, self._guards[x[2]][2]))
                 out[b] = out.get(b, frozenset()) | st
             return out
         return states
 
+    def _through_body(self, n, after):
+        """At a loop header: the watched facts its back edges bring round (None elsewhere)."""
+        if not isinstance(n.stmt, (ast.For, ast.AsyncFor, ast.While)):
+            return None
+        inside = self._inside.get(n.index)
+        if inside is None:
+            inside = self._inside[n.index] = {id(x) for x in ast.walk(n.stmt) if x is not n.stmt}
+        return frozenset(
+            f for p in n.pred if p.stmt is not None and id(p.stmt) in inside
+            for st in after.get(p.index, {}).values() for f in st if f[0] == "W"
+        )
+
     def _solve(self) -> dict[int, dict]:
         cfg = self.cfg
+        self._back_w: dict[int, frozenset] = {}
+        self._inside: dict[int, set] = {}
+        self._stored: dict[int, set] = {}
         before: dict[int, dict] = {}
         after: dict[int, dict] = {cfg.entry.index: {frozenset(): frozenset()}}
         work = list(cfg.entry.succ)
@@ -138,9 +173,12 @@ class GradStates:
                 continue
             items = self._items.get(id(n.stmt), ()) if n.stmt is not None else ()
             out = {a: self.transfer(items, st) for a, st in states.items()}
-            if before.get(n.index) == states and after.get(n.index) == out:
+            back = self._through_body(n, after)
+            if before.get(n.index) == states and after.get(n.index) == out and self._back_w.get(n.index) == back:
                 continue
             before[n.index], after[n.index] = states, out
+            if back is not None:
+                self._back_w[n.index] = back
             work.extend(n.succ)
         return {} if work else before  # no fixpoint within the budget: nothing is known
 
@@ -153,10 +191,11 @@ class GradStates:
         return [self.transfer(prefix, st) for st in (self.before.get(n.index, {}) if n else {}).values()]
 
     def scaled_at(self, x) -> bool:
-        """Do gradients of a scaled backward reach ``x`` on some path, with no ``unscale_`` (nor a
-        call that may run it) since on any path?"""
-        facts = self.facts_before(x)
-        return any(f[0] == "B" for st in facts for f in st) and not any(f[0] == "U" for st in facts for f in st)
+        """Do gradients of a scaled backward reach ``x`` with no ``unscale_`` (nor a call that may
+        run it) since, under some assumption set, and under none with one (``if clip:
+        scaler.unscale_(opt)`` before an unconditional clip is trusted to go with it)?"""
+        kinds = [{f[0] for f in st} for st in self.facts_before(x)]
+        return any("B" in k and "U" not in k for k in kinds) and not any("B" in k and "U" in k for k in kinds)
 
     def reaches(self, watched, event) -> bool:
         """Does the watched item reach ``event`` (no fresh backward in between) on some path?"""
