@@ -121,13 +121,12 @@ def test_grads_adversarial(name):
     assert [row for row, _ in found(code, src)] == rows
 
 
-# A known false positive of the AMP009 move onto core/grads.py (2026-12-06), seen on held-out
+# A false positive of the first AMP009 move onto core/grads.py (2026-12-06), seen on held-out
 # code (an unlabelled finding of eval's PyTorch-StudioGAN, judged fp) and reproduced here in a
 # loop of our own: the scaled backward and the scaler step each sit under `if self.amp:` with a
-# plain fp32 arm, so the grads analysis follows the infeasible path "scaled backward, then the
-# plain `step()` arm" (which ends no iteration of the scaler) into the next iteration's
-# zero_grad at the top of the loop. strict: when the branch correlation is modelled this passes
-# and the xfail must go.
+# plain fp32 arm. The infeasible path "scaled backward, then the plain `step()` arm" must not
+# reach the next iteration's zero_grad: core/grads.py keeps the outcome of a loop-invariant
+# test across iterations.
 AMP_SPLIT_LOOP = '''import torch
 
 
@@ -150,7 +149,6 @@ class W:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="AMP009 on core/grads.py: amp/fp32 arms not correlated (known fp)")
 def test_amp009_zero_grad_at_loop_top_with_amp_and_fp32_arms_is_silent():
     assert found("AMP009", AMP_SPLIT_LOOP) == []
 
