@@ -201,17 +201,17 @@ def rules_command(output_format):
         _echo(rules_table(markdown=False))
 
 
-@cli.command("explain", epilog="\b\nExit status:\n  0  printed\n  2  the file cannot be read or parsed, or a configuration error")
+@cli.command("explain", epilog="\b\nExit status:\n  0  printed\n  2  the file cannot be read or parsed, FUNCTION is not in it, or a configuration error")
 @click.argument("target")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="The pyproject.toml to read [tool.amplint] from.")
 def explain_command(target, config_path):
-    """Show the facts behind the verdict on TARGET (PATH or PATH:FUNCTION).
+    """Show the findings on TARGET (PATH or PATH:FUNCTION) and the facts behind them.
 
-    Prints the scalers in scope and where they were built, the AMP events in order with their
+    Prints the findings `amplint check` reports there, each with the events behind it, then the scalers in scope and where they were built, the AMP events in order with their
     loops, guards and autocast regions, and each call into the project with the summary of the
     function it resolves to.
     """
-    from amplint.explain import explain
+    from amplint.explain import UnknownFunction, explain
     from amplint.settings import ConfigError, find_config, load_settings
     from amplint.source import SourceError
 
@@ -219,6 +219,9 @@ def explain_command(target, config_path):
     try:
         settings = load_settings(config_path or find_config(os.path.abspath(path)))
         click.echo(explain(target, settings), nl=False)
+    except UnknownFunction as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     except (ConfigError, SourceError, SyntaxError, OSError) as exc:
         click.echo(f"error: {path}: {exc}", err=True)
         sys.exit(2)

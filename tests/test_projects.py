@@ -89,10 +89,49 @@ def test_explain_shows_events_scalers_and_resolved_calls():
     assert "mixed_precision() -> trainer/utils/amp.py:mixed_precision: returns autocast (cuda:float16)" in out
 
 
-def test_explain_unknown_function_and_missing_file():
+def test_explain_prints_each_finding_with_the_facts_behind_it():
+    root = PROJECTS / "trainer_pkg"
+    p = run_amplint("explain", "trainer/engine.py:fit", cwd=root)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.split("\nfunction Trainer.fit")[0]
+    assert "findings: 1\n  trainer/engine.py:27:13: AMP301 [error] checkpoint-missing-scaler-state: `save_checkpoint()`" in head
+    # the call the finding is on, with the summary of the helper it resolves to, is marked
+    assert "     > L27 save_checkpoint() -> trainer/checkpoint.py:save_checkpoint:" in head
+    # the whole file: the same findings as `amplint check` on it, with their severities
+    c = run_amplint("check", "--no-cache", "--output-format", "concise", "trainer/engine.py", cwd=root)
+    checked = [" ".join(line.split()[:2]) for line in c.stdout.splitlines() if ": AMP" in line]
+    assert checked == ["trainer/engine.py:27:13: AMP301", "trainer/engine.py:34:17: AMP002", "trainer/engine.py:38:9: AMP301"]
+    whole = run_amplint("explain", "trainer/engine.py", cwd=root).stdout
+    listed = [line.split()[:3] for line in whole.splitlines() if line.startswith("  trainer/engine.py:")]
+    assert [" ".join(x[:2]) for x in listed] == checked
+    assert [x[2] for x in listed] == ["[error]", "[warning]", "[error]"]
+
+
+def test_explain_single_file_finding_marks_its_event(tmp_path):
+    src = (Path(FIXTURES) / "amp006_clip_before_unscale" / "before.py").read_text()
+    (tmp_path / "train.py").write_text(src)
+    p = run_amplint("explain", "train.py:train_loop", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "AMP006 [error] clip-before-unscale" in p.stdout
+    facts = p.stdout.split("facts (function train_loop):\n")[1].split("\n\n")[0].splitlines()
+    assert [line[5] for line in facts] == [" ", " ", " ", ">", " ", " "]
+    assert facts[3].endswith("L15 clip   [loop@10]")
+    # a function with no finding says so
+    (tmp_path / "clean.py").write_text((Path(FIXTURES) / "amp006_clip_before_unscale" / "after.py").read_text())
+    p = run_amplint("explain", "clean.py", cwd=tmp_path)
+    assert p.returncode == 0 and "findings: none" in p.stdout
+
+
+def test_explain_unknown_function_and_missing_file(tmp_path):
     root = PROJECTS / "trainer_pkg"
     p = run_amplint("explain", "trainer/engine.py:nope", cwd=root)
-    assert "no analysed function `nope`" in p.stdout
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip() == ("error: no function `nope` in trainer/engine.py; its functions: "
+                                "Trainer.__init__, Trainer.fit, Trainer.fit_fused, Trainer.snapshot")
+    # a function the file has but the model does not walk (no AMP code) is not an error
+    (tmp_path / "t.py").write_text("import torch\nscaler = torch.amp.GradScaler()\n\ndef helper(x):\n    return x + 1\n")
+    p = run_amplint("explain", "t.py:helper", cwd=tmp_path)
+    assert p.returncode == 0 and "function helper: no AMP events" in p.stdout
     p = run_amplint("explain", "missing.py", cwd=root)
     assert p.returncode == 2 and "error: missing.py" in p.stderr
 

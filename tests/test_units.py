@@ -419,14 +419,23 @@ JUNIT = """\
 <testsuites name="amplint" tests="3" failures="3" errors="0">
     <testsuite name="train.py" tests="2" failures="2" errors="0">
         <testcase name="org.amplint.AMP001" classname="train.py" file="train.py" line="8" column="5">
+            <properties>
+                <property name="severity" value="error" />
+            </properties>
             <failure message="step without update" type="AMP001">line 8, col 5, step without update</failure>
         </testcase>
         <testcase name="org.amplint.AMP004" classname="train.py" file="train.py" line="12" column="9">
+            <properties>
+                <property name="severity" value="error" />
+            </properties>
             <failure message="optimizer.step() bypasses the scaler" type="AMP004">line 12, col 9, optimizer.step() bypasses the scaler</failure>
         </testcase>
     </testsuite>
     <testsuite name="broken.py" tests="1" failures="1" errors="0">
         <testcase name="org.amplint.E999" classname="broken.py" file="broken.py" line="3" column="1">
+            <properties>
+                <property name="severity" value="error" />
+            </properties>
             <failure message="SyntaxError: invalid syntax" type="E999">line 3, col 1, SyntaxError: invalid syntax</failure>
         </testcase>
     </testsuite>

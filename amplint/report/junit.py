@@ -1,4 +1,6 @@
-"""``junit``: JUnit XML, one test suite per file."""
+"""``junit``: JUnit XML, one test suite per file. JUnit has no severity of its own: each test
+case carries a ``severity`` property (error or warning, after ``warnings-as-errors``), and a
+warning's failure text starts with ``[warning]``, as in the text output."""
 
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ def format_junit(messages: list[Message], summary: Summary) -> str:
             case = ET.SubElement(
                 suite, "testcase", name=f"org.amplint.{m.code}", classname=path, file=path, line=str(m.row), column=str(m.col + 1)
             )
-            failure = ET.SubElement(case, "failure", message=m.message, type=m.code)
-            failure.text = f"{where}, col {m.col + 1}, {m.message}"
+            props = ET.SubElement(case, "properties")
+            ET.SubElement(props, "property", name="severity", value=m.severity)
+            marker = "[warning] " if m.severity == "warning" else ""
+            failure = ET.SubElement(case, "failure", message=marker + m.message, type=m.code)
+            failure.text = f"{where}, col {m.col + 1}, {marker}{m.message}"
     ET.indent(suites, space="    ")
     body = ET.tostring(suites, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
