@@ -20,6 +20,10 @@ try:  # the module hashlib takes it from, without loading OpenSSL (a warm run is
 except ImportError:  # pragma: no cover - other Pythons
     from hashlib import blake2b
 
+# The layout of an entry; a change (2: FileResult's summary pickled on its own) starts a new
+# cache file, so an older file is never read as this one.
+FORMAT = 2
+
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by amplint.\n"
 
 
@@ -30,7 +34,7 @@ def content_hash(data: bytes) -> str:
 class Cache:
     def __init__(self, cache_dir: str, root: str, fingerprint: str):
         self.dir = os.path.join(cache_dir, __version__)
-        key = blake2b(f"{os.path.abspath(root)}|{fingerprint}".encode(), digest_size=12).hexdigest()
+        key = blake2b(f"{os.path.abspath(root)}|{fingerprint}|format={FORMAT}".encode(), digest_size=12).hexdigest()
         self.path = os.path.join(self.dir, f"{key}.pickle")
         self.entries: dict[str, tuple] = {}
         self.dirty = False

@@ -7,25 +7,25 @@ quotes, indentation and line endings.
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from amplint.record import Record
 
-Applicability = Literal["safe", "unsafe", "display-only"]
+Applicability = str  # "safe", "unsafe" or "display-only"
 
 # Positions: rows are 1-based, columns 0-based characters (LibCST's and ast's convention
 # after converting ast's byte offsets). Reports print columns 1-based, like ruff.
 Pos = tuple[int, int]
 
 
-class InsertStatement(NamedTuple):
+class InsertStatement(Record):
     """Insert ``code`` (one or more statements) before/after the statement at ``anchor``,
     at the same indentation."""
 
     anchor: Pos
     code: str
-    where: Literal["before", "after"] = "after"
+    where: str = "after"  # "before" or "after"
 
 
-class ReplaceExpression(NamedTuple):
+class ReplaceExpression(Record):
     """Replace the expression spanning ``start``..``end`` with ``code``."""
 
     start: Pos
@@ -33,7 +33,7 @@ class ReplaceExpression(NamedTuple):
     code: str
 
 
-class ReplaceStatement(NamedTuple):
+class ReplaceStatement(Record):
     """Replace the (simple or compound) statement at ``anchor`` with ``code``; an empty
     ``code`` deletes it."""
 
@@ -41,7 +41,7 @@ class ReplaceStatement(NamedTuple):
     code: str
 
 
-class MoveStatement(NamedTuple):
+class MoveStatement(Record):
     """Move the statement at ``anchor`` (its comments and line breaks with it) after the
     statement at ``to``."""
 
@@ -49,7 +49,7 @@ class MoveStatement(NamedTuple):
     to: Pos
 
 
-class MoveOutOfWith(NamedTuple):
+class MoveOutOfWith(Record):
     """Move the statement at ``first`` and every later statement of the same ``with``
     body (the with statement at ``with_anchor``) out of the block, right after it."""
 
@@ -57,7 +57,7 @@ class MoveOutOfWith(NamedTuple):
     first: Pos
 
 
-class RewriteCall(NamedTuple):
+class RewriteCall(Record):
     """Rewrite the call spanning ``start``..``end`` in place: its callee becomes ``func``
     (unchanged when None) and ``prepend`` arguments go before the existing ones. Everything
     inside the parentheses (comments, line breaks, the other arguments) is kept."""
@@ -68,7 +68,7 @@ class RewriteCall(NamedTuple):
     prepend: tuple[str, ...] = ()
 
 
-class RenameImportModule(NamedTuple):
+class RenameImportModule(Record):
     """In the ``from M import ...`` statement at ``anchor``, replace the module ``M`` with
     ``module``; the imported names, parentheses and comments are kept."""
 
@@ -79,13 +79,13 @@ class RenameImportModule(NamedTuple):
 Action = InsertStatement | ReplaceExpression | ReplaceStatement | MoveOutOfWith | MoveStatement | RewriteCall | RenameImportModule
 
 
-class Fix(NamedTuple):
+class Fix(Record):
     applicability: Applicability
     message: str
     actions: tuple[Action, ...]
 
 
-class Diagnostic(NamedTuple):
+class Diagnostic(Record):
     code: str
     message: str
     row: int
@@ -116,6 +116,32 @@ class FileResult:
         # a scaler handed to a class elsewhere can be checkpointed by other code (AMP301)
         self.scaler_state = True
 
+    # The summary is pickled on its own (the cache, the process pool) and unpickled when first
+    # read: a warm run that needs no project pass never imports the model to load it.
+    @property
+    def summary(self):
+        blob = self.__dict__.get("_summary_blob")
+        if blob is not None:
+            import pickle
+
+            self.__dict__["_summary"] = pickle.loads(blob)
+            self.__dict__["_summary_blob"] = None
+        return self.__dict__.get("_summary")
+
+    @summary.setter
+    def summary(self, value) -> None:
+        self.__dict__["_summary"] = value
+        self.__dict__["_summary_blob"] = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if state.get("_summary") is not None:
+            import pickle
+
+            state["_summary_blob"] = pickle.dumps(state["_summary"], protocol=pickle.HIGHEST_PROTOCOL)
+            state["_summary"] = None
+        return state
+
     def __eq__(self, other) -> bool:
         return isinstance(other, FileResult) and (self.path, self.diagnostics, self.errors) == (other.path, other.diagnostics, other.errors)
 
@@ -123,7 +149,7 @@ class FileResult:
         return f"FileResult({self.path!r}, diagnostics={self.diagnostics!r}, errors={self.errors!r})"
 
 
-class FileError(NamedTuple):
+class FileError(Record):
     """A file that could not be checked: unreadable (E902), unparsable (E999), or a rule
     that crashed on it (AMP900, an internal error)."""
 

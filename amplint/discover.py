@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from amplint.record import Record
 
 
 from amplint.settings import Settings
@@ -23,7 +23,7 @@ from amplint.settings import Settings
 SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
-class Discovered(NamedTuple):
+class Discovered(Record):
     files: list[str]
     missing: list[str]  # paths given on the command line that do not exist
 

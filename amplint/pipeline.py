@@ -488,7 +488,7 @@ _ERROR_NAMES = {"E902": "io-error", "AMP901": "timeout"}
 
 def file_messages(r: FileResult, filt: Filter, unsafe: bool, text_cache: dict, lines: list[str] | None = None) -> list[Message]:
     """The reported messages of one file: its errors, then its selected, un-noqa'd findings."""
-    from amplint.rules import ALL_RULES, severity_of
+    from amplint.rule_table import RULES as ALL_RULES, severity_of
 
     promote = filt.settings.warnings_as_errors
     out = [

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import stat as stat_mod
-import threading
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing is not imported on the check path
 
 # concurrent.futures, multiprocessing and hashlib load only when a run needs them: a
 # one-file `amplint check --no-cache` (pre-commit's case) pays for neither (issue 8).
@@ -92,6 +90,9 @@ def _analyze_within(data: bytes, path: str, timeout: float | None) -> FileResult
 
     if not may_contain_amp(data):  # most files: no timer, no signal handler (issue 8)
         return FileResult(path)
+    import signal  # only when a file is analysed (a warm run analyses none)
+    import threading
+
     if not timeout or timeout <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         return analyze_bytes(data, path)
     old = signal.signal(signal.SIGALRM, _on_alarm)

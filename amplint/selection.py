@@ -24,7 +24,7 @@ def _expand(prefix: str, codes: list[str], where: str) -> set[str]:
 
 
 def enabled_codes(settings: Settings, where: str = "settings") -> set[str]:
-    from amplint.rules import ALL_RULES
+    from amplint.rule_table import RULES as ALL_RULES
 
     codes = list(ALL_RULES)
     if settings.select is None:
@@ -53,7 +53,7 @@ def enabled_codes(settings: Settings, where: str = "settings") -> set[str]:
 
 
 def validate_per_file_ignores(settings: Settings) -> None:
-    from amplint.rules import ALL_RULES
+    from amplint.rule_table import RULES as ALL_RULES
 
     for pattern, sel in settings.per_file_ignores:
         for s in sel:
@@ -61,7 +61,7 @@ def validate_per_file_ignores(settings: Settings) -> None:
 
 
 def ignored_for_file(settings: Settings, path: str) -> set[str]:
-    from amplint.rules import ALL_RULES
+    from amplint.rule_table import RULES as ALL_RULES
 
     if not settings.per_file_ignores:
         return set()
@@ -100,7 +100,7 @@ class Filter:
         self._directives[path] = (lines, fd)
         if path not in self._warned:
             self._warned.add(path)
-            from amplint.rules import ALL_RULES
+            from amplint.rule_table import RULES as ALL_RULES
 
             unknown = fd.unknown(set(ALL_RULES) | ERROR_CODES)
             if unknown:

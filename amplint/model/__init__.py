@@ -18,15 +18,27 @@ The model is built from Python's ``ast`` (the C parser, ~12x faster than LibCST 
 workload); every fix is applied with LibCST (see ``amplint.fix.apply``).
 """
 
-from amplint.model.builder import build_model, iter_stmts
-from amplint.model.facts import (
-    CERTAIN, LIKELY, NOT, Assign, Autocast, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key,
-    Lit, Loop, MethodCall, Ref, exclusive,
-)
-from amplint.model.filemodel import FileModel, amp_ish
+# Loaded on first use (PEP 562): the cache unpickles ``amplint.model.summary`` objects on a
+# warm run, which must not pull in the builder and the rest of the model.
+_WHERE = {
+    "build_model": "builder", "iter_stmts": "builder", "FileModel": "filemodel", "amp_ish": "filemodel",
+    **{n: "facts" for n in ("CERTAIN", "LIKELY", "NOT", "Assign", "Autocast", "CallSite", "ClassInfo", "Ctx", "Event",
+                            "Func", "ImportInfo", "Key", "Lit", "Loop", "MethodCall", "Ref", "exclusive")},
+}
 
-__all__ = [
-    "CERTAIN", "LIKELY", "NOT", "Assign", "Autocast", "CallSite",
-    "ClassInfo", "Ctx", "Event", "FileModel", "Func", "ImportInfo", "Key", "Lit", "Loop", "MethodCall",
-    "Ref", "amp_ish", "build_model", "exclusive", "iter_stmts",
-]
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'amplint.model' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"amplint.model.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -22,20 +22,9 @@ SEVERITIES = {
     "warning": "deprecated, or merely wasteful or harmless today: the run trains correctly",
 }
 Severity = Literal["error", "warning"]
-# codes that are not rules: a file that could not be read (E902) or parsed (E999), an internal
-# error (AMP900) or a file whose analysis ran out of time (AMP901): the file went unchecked
-NON_RULE_SEVERITY: dict[str, Severity] = {"E902": "error", "E999": "error", "AMP900": "error", "AMP901": "error"}
-
-
-def severity_of(code: str, warnings_as_errors: bool = False) -> Severity:
-    """The severity a finding of ``code`` is reported with (``warnings-as-errors`` reports
-    every warning as an error). An unknown code is an error."""
-    if warnings_as_errors:
-        return "error"
-    rule = ALL_RULES.get(code)
-    if rule is not None:
-        return rule.severity
-    return NON_RULE_SEVERITY.get(code, "error")
+# severity_of and the codes that are not rules live in amplint.rule_table (the check path reads
+# them without importing the rules); re-exported here
+from amplint.rule_table import NON_RULE_SEVERITY, severity_of  # noqa: E402,F401
 
 
 class Invalid(NamedTuple):
