@@ -5,6 +5,7 @@
 #   2. amplint verify --device cuda of every fixture in float16 and bfloat16:
 #      fixtures/*/after.py must pass, fixtures/*/before.py are listed (they hold the bugs)
 #   2b. amplint verify --device cuda of the issue-32 fitted-problem scripts (never exit 1)
+#   2c. a top-level argparse script (exit 0 or 2, never 1) and the two GANs (exit 2: cannot verify)
 #   3. the sanitizer on CUDA: amplint trace of a CUDA script with two misuses (exit 1,
 #      AMP004 + AMP006) and of its correct version (exit 0 with --fail-if-unchecked)
 #   4. the sanitizer's overhead on the reference loop on CUDA (float16, bfloat16)
@@ -107,6 +108,21 @@ for dt in "${DTYPES[@]}"; do
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 1 ] && fail "verify --device $DEV --dtype $dt of the fitted-problem scripts exited 1 (a correct loop FAILed)"
     [ "$rc" -eq 0 ] || [ "$rc" -eq 2 ] || fail "verify --device $DEV --dtype $dt of the fitted-problem scripts exited $rc"
+done
+
+# --------------------------------------------------------------------------- 2c. top level and GANs (issue 32)
+# a loop at the top level of a script (argparse defaults, `if __name__ == "__main__":`) is compiled
+# into a function and verified (exit 0; 2 tolerated on CUDA, as in 2b, never 1); a GAN (one or
+# two scalers) has no reference of the same computation: `cannot verify`, exit 2, never 0 or 1
+say "2c. amplint verify --device $DEV: a top-level argparse script, then two GANs"
+timeout "$STEP_TIMEOUT" "${AMPLINT[@]}" verify --device "$DEV" tests/runtime/user_scripts/toplevel_argparse.py 2>/dev/null \
+    | grep -E '^  data: |compiled into|cannot verify|^(loop|reference|tests/)'
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || [ "$rc" -eq 2 ] || fail "verify --device $DEV of toplevel_argparse.py exited $rc (expected 0, or 2 on CUDA)"
+for gan in gan_one_scaler gan_two_scalers; do
+    timeout "$STEP_TIMEOUT" "${AMPLINT[@]}" verify --device "$DEV" "tests/runtime/user_scripts/$gan.py" 2>/dev/null | grep -E 'cannot verify'
+    rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 2 ] || fail "verify --device $DEV of $gan.py exited $rc (expected 2: cannot verify)"
 done
 
 # --------------------------------------------------------------------------- 3. the sanitizer on CUDA
