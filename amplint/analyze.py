@@ -39,11 +39,13 @@ def configure(target_torch_version: str | None, rule_codes=None) -> None:
 
 
 def _configured_rules():
-    from amplint.rules import ALL_RULES
-
     if RULE_CODES is None:
+        from amplint.rules import ALL_RULES
+
         return ALL_RULES
-    return {c: r for c, r in ALL_RULES.items() if c in RULE_CODES}
+    from amplint.rules import rules_for
+
+    return rules_for(RULE_CODES)
 
 
 def analyze_text(text: str, path: str, rules=None, index=None) -> FileResult:

@@ -148,9 +148,9 @@ RULE_MODULES = [
 ]
 
 
-def _load() -> dict[str, Rule]:
+def _rules_of(modules) -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
-    for name in RULE_MODULES:
+    for name in modules:
         mod = import_module(f"amplint.rules.{name}")
         for obj in vars(mod).values():
             if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == mod.__name__:
@@ -158,4 +158,24 @@ def _load() -> dict[str, Rule]:
     return dict(sorted(rules.items()))
 
 
-ALL_RULES: dict[str, Rule] = _load()
+_LOADED: dict[str, Rule] = {}
+
+
+def rules_for(codes) -> dict[str, Rule]:
+    """The rules of ``codes`` only, importing just their modules (a run that selects the
+    default rules never imports the preview framework rules). A module holds the rule whose
+    code starts its name."""
+    wanted = {c.upper() for c in codes}
+    missing = [m for m in RULE_MODULES if m[:6].upper() in wanted and m[:6].upper() not in _LOADED]
+    if missing:
+        _LOADED.update(_rules_of(missing))
+    return {c: r for c, r in sorted(_LOADED.items()) if c in wanted}
+
+
+def __getattr__(name: str):
+    # ALL_RULES (every rule, every module imported) on first use (PEP 562)
+    if name == "ALL_RULES":
+        rules = rules_for(m[:6].upper() for m in RULE_MODULES)
+        globals()["ALL_RULES"] = rules
+        return rules
+    raise AttributeError(f"module 'amplint.rules' has no attribute {name!r}")
