@@ -143,7 +143,7 @@ def discover(path: str | os.PathLike[str], *, function: str | None = None,
         gan = _gan_reason(f)
         if gan:
             plans[f.qualname].problems[:] = [gan]
-        plans[f.qualname].problem = fit_problem(_loop_code(info, f))
+        plans[f.qualname].problem = _with_optimizer(fit_problem(_loop_code(info, f)), loaded)
         if len(models) == 1:  # the file's one model class: the harness builds it when it can
             plans[f.qualname].model_class = loaded.namespace[models[0].qualname]
     if function is not None:
@@ -213,7 +213,8 @@ def _toplevel_target(d: Discovery, loaded: Loaded, info: FileInfo, overrides: di
     display = f"{d.display}:<top level>"
     plan = build_plan(info2, f, loaded, display, overrides, dtype_name)
     plan.toplevel = top
-    plan.problem = fit_problem([top.node, *(s for s in loaded.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)))])
+    plan.problem = _with_optimizer(
+        fit_problem([top.node, *(s for s in loaded.tree.body if isinstance(s, (ast.Assign, ast.AnnAssign)))]), loaded)
     models = [c for q, c in info2.classes.items() if "." not in q
               and any(b.split(".")[-1] == "Module" for b in c.bases) and isinstance(loaded.namespace.get(q), type)]
     if len(models) == 1:
@@ -249,3 +250,16 @@ def unused_overrides(discoveries: list[Discovery], overrides: dict[str, str]) ->
             if t.status in ("run", "unmapped"):
                 used |= set(overrides) - set(getattr(t.plan, "unused_overrides", overrides))
     return sorted(set(overrides) - used)
+
+
+def _with_optimizer(problem, loaded):
+    """The fitted problem with the optimizer class and settings the script builds (read from its
+    code; verify keeps them only if the reference passes every check with them)."""
+    import dataclasses
+
+    from amplint.runtime.optim_spec import read_optimizer
+
+    if problem.unknown:
+        return problem
+    spec, why = read_optimizer(loaded.tree, loaded.namespace)
+    return dataclasses.replace(problem, optimizer=spec, optimizer_note=why)

@@ -63,13 +63,16 @@ class Problem:
     out_shape: tuple[int, ...] | None = None  # one sample's output shape (the user's model); None: bundled
     model_name: str | None = None  # the user's model class the harness builds, None: the bundled model
     model_factory: Any = field(default=None, compare=False, repr=False)  # () -> nn.Module
+    optimizer: Any = None  # amplint.runtime.optim_spec.OptSpec: the script's optimizer, None: the harness's SGD
+    optimizer_note: str | None = field(default=None, compare=False)  # why the script's optimizer is not used
 
     @property
     def out_dim(self) -> int:
         return self.n_classes if self.target == "classes" else 1
 
     def key(self) -> tuple[Any, ...]:
-        return (self.target, self.squeeze, self.n_classes, self.in_shape, self.model_name)
+        return (self.target, self.squeeze, self.n_classes, self.in_shape, self.model_name,
+                self.optimizer.key() if self.optimizer is not None else None)
 
     def describe(self) -> str:
         out = f"(64, {', '.join(map(str, self.out_shape))})" if self.out_shape is not None else None

@@ -375,13 +375,17 @@ def tiny_model(device: str) -> torch.nn.Module:
 
 
 def make_optimizers(model: torch.nn.Module, n: int = 1) -> list[torch.optim.Optimizer]:
-    """``n`` SGD optimizers over consecutive slices of the model's parameters (one: all).
+    """``n`` SGD optimizers over consecutive slices of the model's parameters (one: all), or
+    the script's own optimizer class and settings when the problem carries them.
 
-    SGD is per-parameter, so any split trains exactly like one optimizer over everything.
+    SGD (and every class optim_spec accepts) is per-parameter, so any split trains exactly like one optimizer over everything.
     """
     params = list(model.parameters())
     n = max(1, min(n, len(params)))
     bounds = [round(i * len(params) / n) for i in range(n + 1)]
+    spec = current_problem().optimizer  # the script's own optimizer settings (verify checked them)
+    if spec is not None:
+        return [spec.build(params[bounds[i]:bounds[i + 1]], LR) for i in range(n)]
     return [torch.optim.SGD(params[bounds[i]:bounds[i + 1]], lr=LR, momentum=MOMENTUM) for i in range(n)]
 
 

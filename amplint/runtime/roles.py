@@ -238,12 +238,22 @@ class Plan:
                 what = what.replace("Linear(32,1)", f"Linear(32,{self.problem.out_dim})")
                 if s.role == "loss_fn" and what == "mse_loss":
                     what = self.problem.loss_name
+                if self.problem.optimizer is not None:
+                    what = what.replace("SGD(lr=0.05, momentum=0.9)", self.problem.optimizer.describe()).replace(
+                        "[SGD #1", f"[{self.problem.optimizer.name} #1").replace("SGD #2", f"{self.problem.optimizer.name} #2")
             lines.append(f"  {s.label.ljust(width)} {arrow} {what}{why}")
         for line, g, kind in self.guards[:2]:
             what = {"opt_step": "optimizer.step"}.get(kind, f"scaler.{kind}")
             lines.append(f"  guard: {what} (line {line}) runs only when {g}")
         if self.problem is not None and self.problem.unknown is None:
             lines.append(f"  data: {self.problem.describe()}")
+            opt = self.problem.optimizer
+            if opt is not None:
+                left = ("; not literals, left to the harness: "
+                        + ", ".join("lr=0.05" if d == "lr" else f"{d} (torch's default)" for d in opt.dropped)) if opt.dropped else ""
+                lines.append(f"  optimizer: the script's {opt.describe()} (line {opt.line}; reference and fp32 runs too{left})")
+            elif self.problem.optimizer_note:
+                lines.append(f"  optimizer: the harness's SGD(lr=0.05, momentum=0.9): {self.problem.optimizer_note}")
             if self.problem.model_name:
                 lines.append(f"  model: the loop's own {self.problem.model_name} (reference and fp32 runs too)")
             elif self.model_note:

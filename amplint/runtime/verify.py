@@ -107,8 +107,33 @@ def _run_one(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -
             problem = inv.problem = fitted
         else:
             inv.model_note = why
+    if problem is not None and problem.optimizer is not None:
+        problem = inv.problem = _checked_optimizer(problem, device, dtype)
     with harness.use_problem(problem):
         return _run_fitted(name, inv, device, dtype, is_reference)
+
+
+def _checked_optimizer(problem: Any, device: str, dtype: Any) -> Any:
+    """The problem with the script's optimizer when the reference loop passes every check with
+    it on the harness's problem; else with the harness's SGD and the reason (a learning rate
+    too small for the 50 tiny steps must not make a correct loop look wrong)."""
+    import dataclasses
+
+    from amplint.runtime import harness
+
+    spec = problem.optimizer
+    try:
+        with harness.use_problem(problem):
+            rep = harness.check_all(None, device=device, dtype=dtype, name="reference")
+        bad = [c.name for c in rep.checks if c.passed is False or "(reference too)" in str(c.figure)] or \
+            ([rep.cannot] if rep.cannot else [])
+    except Exception as exc:  # the settings cannot be built or run here
+        bad = [f"{type(exc).__name__}: {exc}"]
+    if not bad:
+        return problem
+    return dataclasses.replace(problem, optimizer=None, optimizer_note=(
+        f"the script's {spec.describe()} (line {spec.line}) is not used: the reference loop with it fails "
+        f"{', '.join(bad)} on the harness's tiny problem"))
 
 
 def _run_fitted(name: str, inv: Any, device: str, dtype: Any, is_reference: bool) -> Row:
