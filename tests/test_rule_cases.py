@@ -212,3 +212,45 @@ class M:
 def test_grads_corpus_shapes(name):
     code, src, rows = GRADS_CORPUS[name]
     assert [row for row, _ in found(code, src)] == rows
+
+
+# AMP005 on the core (amplint/core/grads.py): the plain backward's gradients must reach the
+# scaler's step unconsumed on some path; a zero_grad on another path does not hide them
+
+def test_amp005_zero_grad_on_one_path_only_does_not_hide_the_plain_gradients():
+    src = H + ("for x in loader:\n    aux(x).backward()\n    if reset:\n        opt.zero_grad()\n"
+               "    scaler.scale(loss(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n")
+    assert [row for row, _ in found("AMP005", src)] == [4]
+    always = src.replace("    if reset:\n        opt.zero_grad()\n", "    opt.zero_grad()\n")
+    assert found("AMP005", always) == []
+
+
+def test_amp005_a_zero_grad_in_an_except_arm_leaves_the_normal_path():
+    src = H + ("for x in loader:\n    try:\n        loss(x).backward()\n    except RuntimeError:\n"
+               "        opt.zero_grad()\n        continue\n    scaler.step(opt)\n    scaler.update()\n")
+    assert [row for row, _ in found("AMP005", src)] == [5]
+
+
+def test_amp005_silent_shapes():
+    for body in (
+        # the fp32 arm of an AMP switch
+        "for x in loader:\n    if use_amp:\n        scaler.scale(loss(x)).backward()\n    else:\n        loss(x).backward()\n"
+        "    scaler.step(opt)\n    scaler.update()\n",
+        # a second, fp32 optimizer steps its own plain backward
+        "for x in loader:\n    scaler.scale(loss(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n"
+        "    critic(x).backward()\n    opt2.step()\n",
+        # after the step: the next iteration zeroes the gradients first
+        "for x in loader:\n    opt.zero_grad()\n    scaler.scale(loss(x)).backward()\n    scaler.step(opt)\n"
+        "    scaler.update()\n    aux(x).backward()\n",
+        # consumed by a plain step before the scaled backward
+        "for x in loader:\n    aux(x).backward()\n    opt_aux.step()\n    scaler.scale(loss(x)).backward()\n"
+        "    scaler.step(opt)\n    scaler.update()\n",
+    ):
+        assert found("AMP005", H + body) == [], body
+
+
+def test_amp005_micro_batches_and_an_early_exit_path():
+    src = H + "for batch in loader:\n    for mb in batch:\n        loss(mb).backward()\n    scaler.step(opt)\n    scaler.update()\n"
+    assert [row for row, _ in found("AMP005", src)] == [5]
+    src = H + "for x in loader:\n    loss(x).backward()\n    if done:\n        break\n    scaler.step(opt)\n    scaler.update()\n"
+    assert [row for row, _ in found("AMP005", src)] == [4]

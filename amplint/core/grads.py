@@ -12,6 +12,9 @@ For one abstract scaler (a model key) the state on entry to every statement is, 
 * ``("W", item)``: a watched statement (a clip or gradient-norm read on still-scaled gradients,
   a ``zero_grad()`` of scaled gradients) ran and no scaled backward (nor a call that may run
   one) has written fresh gradients since: does it *reach* a later ``step()``?
+* ``("P", backward)``: gradients of a plain (unscaled) backward that no ``zero_grad()`` nor
+  plain ``optimizer.step()`` (the ``plain_kills``) has consumed since; a later scaled backward
+  adds to them, it does not replace them.
 
 A scaled backward writes fresh scaled gradients (it ends every ``U`` and ``W``); ``update()``
 closes the iteration (it ends ``B``, ``U`` and ``S``). Paths that assume both outcomes of one
@@ -40,14 +43,14 @@ class GradStates:
     """The gradient facts of scaler ``key`` on entry to each statement of ``func``; ``watch``:
     the clips/norm reads (kind "read") and ``zero_grad`` events to follow forward."""
 
-    def __init__(self, model, func, key, watch=(), cfg: CFG | None = None):
+    def __init__(self, model, func, key, watch=(), cfg: CFG | None = None, plain=(), plain_kills=()):
         self.model, self.func, self.key = model, func, key
         self.cfg = cfg if cfg is not None else build(func.node)
-        self._items = self._collect(watch)
+        self._items = self._collect(watch, plain, plain_kills)
         self._guards = self._guarding_ifs()
         self.before = self._solve()
 
-    def _collect(self, watch) -> dict[int, list]:
+    def _collect(self, watch, plain=(), plain_kills=()) -> dict[int, list]:
         """Per statement, in order: (seq, kind, object) for B, U, S, R (update), K (a call that may
         back-propagate afresh), W (a watched read: needs B and no U) and Z (a watched zero_grad)."""
         m, f, key = self.model, self.func, self.key
@@ -69,6 +72,10 @@ class GradStates:
                 add(c, "K")
         for w in watch:
             add(w, "Z" if getattr(w, "kind", None) == "zero_grad" else "W")
+        for b in plain:
+            add(b, "P")
+        for x in plain_kills:
+            add(x, "X")
         for v in out.values():
             v.sort(key=lambda t: t[0])
         return out
@@ -108,7 +115,11 @@ class GradStates:
             elif kind in "US":
                 state = state | {(kind, x)}
             elif kind == "R":
-                state = frozenset(f for f in state if f[0] == "W")
+                state = frozenset(f for f in state if f[0] in "WP")
+            elif kind == "P":
+                state = state | {("P", x)}
+            elif kind == "X":
+                state = frozenset(f for f in state if f[0] != "P")
             elif "B" in has and (kind == "Z" or "U" not in has):
                 state = state | {("W", x)}
         return state
@@ -196,6 +207,10 @@ class GradStates:
         scaler.unscale_(opt)`` before an unconditional clip is trusted to go with it)?"""
         kinds = [{f[0] for f in st} for st in self.facts_before(x)]
         return any("B" in k and "U" not in k for k in kinds) and not any("B" in k and "U" in k for k in kinds)
+
+    def plain_reaches(self, backward, event) -> bool:
+        """Do the gradients of the plain ``backward`` reach ``event`` unconsumed, on some path?"""
+        return any(("P", backward) in st for st in self.facts_before(event))
 
     def reaches(self, watched, event) -> bool:
         """Does the watched item reach ``event`` (no fresh backward in between) on some path?"""

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import ast
 
+from amplint.core import cfg
+from amplint.core.grads import GradStates
 from amplint.diagnostics import Fix, ReplaceExpression
 from amplint.model import amp_ish, exclusive
 from amplint.rules import Invalid, Rule
-from amplint.rules._util import between, plain_expr, same_iteration, scaler_disabled, scaler_text
+from amplint.rules._util import plain_expr, same_iteration, scaler_disabled, scaler_text
 
 
 class UnscaledBackward(Rule):
@@ -17,7 +19,9 @@ class UnscaledBackward(Rule):
     docs = """
 ## What it does
 Checks for a plain `loss.backward()` whose gradients are then applied by
-`GradScaler.step(optimizer)` in the same iteration.
+`GradScaler.step(optimizer)` in the same iteration: on some path from the backward to the
+step no `zero_grad()` and no plain `optimizer.step()` consumes them (a later scaled backward
+adds to them; a `zero_grad()` on only one path, or in an `except` arm, leaves the others).
 
 ## Why is this bad?
 `scaler.step` divides the gradients by the loss scale before stepping. Gradients from an
@@ -34,8 +38,8 @@ fresh scaler the first step fails with `Attempted step but _scale is None.`
 Not reported: a backward in the non-AMP arm of a branch (`if use_amp: ... else:
 loss.backward()`), `loss = scaler.scale(loss)` followed by `loss.backward()` (already
 scaled), framework backward calls (`accelerator.backward(loss)`), an unscaled warm-up
-backward whose gradients are zeroed or stepped by a plain `optimizer.step()` before the
-scaled loop, and scalers constructed with `enabled=False`.
+backward whose gradients are zeroed or stepped by a plain `optimizer.step()` on every path
+before the scaled step, and scalers constructed with `enabled=False`.
 
 ## Example
 ```python
@@ -248,66 +252,50 @@ for i, (x, y) in enumerate(loader):
     ]
 
     def check(self, model):
+        """A plain backward whose gradients reach a ``scaler.step()`` unconsumed on some path
+        (the core's gradient state: no ``zero_grad()`` nor plain ``optimizer.step()`` between),
+        later in the same iteration, where no plain step consumes them and the backward is not
+        the fp32 alternative of a scaled one."""
         for f in model.funcs:
-            steps = [e for e in f.events if e.kind == "step"]
-            if not steps:
+            steps = [e for e in f.events if e.kind == "step" and not scaler_disabled(model, e.scaler)]
+            plain = [b for b in f.events if b.kind == "backward" and not b.scaled and _loss_expr(b) is not None]
+            if not steps or not plain:
                 continue
             scaled = [e for e in f.events if e.kind == "backward" and e.scaled]
-            for b in f.events:
-                if b.kind != "backward" or b.scaled:
-                    continue
-                recv = _loss_expr(b)
-                if recv is None:
-                    continue
-                s = self._stepping(model, f, b, steps)
-                if s is None or self._already_scaled(model, f, b):
+            kills = [e for e in f.events if e.kind in ("zero_grad", "opt_step")]
+            graph = cfg.build(f.node)
+            states = {k: GradStates(model, f, k, (), graph, plain, kills) for k in {s.scaler for s in steps}}
+            for b in plain:
+                s = next((s for s in steps if s.seq > b.seq and same_iteration(model, b, s)
+                          and states[s.scaler].plain_reaches(b, s)), None)
+                if s is None or self._already_scaled(model, f, b) or _consumed_plainly(model, f, b, s):
                     continue
                 if any(exclusive(b.ctx.lits, sb.ctx.lits) for sb in scaled):
                     continue  # the non-AMP alternative of a scaled backward
                 if any(lit.key and amp_ish(lit.key) for lit in b.ctx.lits - s.ctx.lits):
                     continue  # `if not use_amp: loss.backward()`
-                st = scaler_text(model, f, s.scaler)
-                r = model.text(recv)
-                autograd = bool(b.extra.get("autograd"))
-                fix = None
-                if plain_expr(recv):
-                    (r1, c1, r2, c2) = model.span(recv)
-                    fix = Fix(
-                        "safe",
-                        f"Use `{st}.scale({r}).backward()`",
-                        (ReplaceExpression((r1, c1), (r2, c2), f"{st}.scale({r})"),),
-                    )
-                if autograd:
-                    if fix is not None:
-                        fix = Fix("safe", f"Use `{model.text(b.node.func)}({st}.scale({r}))`", fix.actions)
-                    what, use = f"`{model.text(b.node.func)}({r})`", f"`{model.text(b.node.func)}({st}.scale({r}))`"
-                else:
-                    what, use = f"`{r}.backward()`", f"`{st}.scale({r}).backward()`"
-                yield self.diagnostic(
-                    model,
-                    b.node,
-                    f"{what} is not scaled but `{st}.step()` divides the gradients by the loss scale (SGD-like "
-                    f"updates 65536x too small; Adam-style updates shrink where the tiny gradients meet eps); use {use}",
-                    fix,
-                    b.stmt,
-                )
+                yield self._finding(model, f, b, s)
 
-    @staticmethod
-    def _stepping(model, f, b, steps):
-        for s in steps:
-            if s.seq <= b.seq or not s.co_occurs(b) or not same_iteration(model, b, s):
-                continue
-            if scaler_disabled(model, s.scaler):
-                continue
-            if any(True for _ in between(f, b, s, ("zero_grad", "opt_step"))):
-                return None
-            # the gradients are stepped by a plain optimizer.step() later in the iteration
-            loop = model.iteration_loop(s)
-            for p in f.events:
-                if p.kind == "opt_step" and p.seq > b.seq and p.co_occurs(b) and (loop is None or loop in p.loops):
-                    return None
-            return s
-        return None
+    def _finding(self, model, f, b, s):
+        recv = _loss_expr(b)
+        st = scaler_text(model, f, s.scaler)
+        r = model.text(recv)
+        fix = None
+        if plain_expr(recv):
+            (r1, c1, r2, c2) = model.span(recv)
+            fix = Fix("safe", f"Use `{st}.scale({r}).backward()`", (ReplaceExpression((r1, c1), (r2, c2), f"{st}.scale({r})"),))
+        if b.extra.get("autograd"):
+            if fix is not None:
+                fix = Fix("safe", f"Use `{model.text(b.node.func)}({st}.scale({r}))`", fix.actions)
+            what, use = f"`{model.text(b.node.func)}({r})`", f"`{model.text(b.node.func)}({st}.scale({r}))`"
+        else:
+            what, use = f"`{r}.backward()`", f"`{st}.scale({r}).backward()`"
+        return self.diagnostic(
+            model, b.node,
+            f"{what} is not scaled but `{st}.step()` divides the gradients by the loss scale (SGD-like "
+            f"updates 65536x too small; Adam-style updates shrink where the tiny gradients meet eps); use {use}",
+            fix, b.stmt,
+        )
 
     @staticmethod
     def _already_scaled(model, f, b) -> bool:
@@ -324,6 +312,13 @@ for i, (x, y) in enumerate(loader):
                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "scale":
                         return True
         return False
+
+
+def _consumed_plainly(model, f, b, s) -> bool:
+    """A plain ``optimizer.step()`` later in the iteration steps these gradients (a second,
+    fp32 optimizer of its own loss)."""
+    loop = model.iteration_loop(s)
+    return any(p.kind == "opt_step" and p.seq > b.seq and p.co_occurs(b) and (loop is None or loop in p.loops) for p in f.events)
 
 
 def _loss_expr(b):
