@@ -38,6 +38,13 @@ def configure(target_torch_version: str | None, rule_codes=None) -> None:
     screen.CHECKPOINTS = RULE_CODES is None or "AMP301" in RULE_CODES
 
 
+def load_rules():
+    """Import the configured rules now (their modules load on first use), so that a per-file
+    time budget measures the analysis, not the imports (an import cut short by the budget
+    would be paid again by the next file)."""
+    return _configured_rules()
+
+
 def _configured_rules():
     if RULE_CODES is None:
         from amplint.rules import ALL_RULES

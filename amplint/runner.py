@@ -85,11 +85,12 @@ def _on_alarm(signum, frame):
 def _analyze_within(data: bytes, path: str, timeout: float | None) -> FileResult:
     """analyze_bytes under a per-file time budget (SIGALRM; POSIX main thread only). A budget
     cannot interrupt one long C call (the parse itself), only the model and the rules."""
-    from amplint.analyze import analyze_bytes
+    from amplint.analyze import analyze_bytes, load_rules
     from amplint.screen import may_contain_amp
 
     if not may_contain_amp(data):  # most files: no timer, no signal handler (issue 8)
         return FileResult(path)
+    load_rules()  # outside the budget
     import signal  # only when a file is analysed (a warm run analyses none)
     import threading
 

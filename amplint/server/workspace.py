@@ -303,6 +303,7 @@ class Workspace:
         if resolved.excluded(path):
             return Analysis(uri, path, text, resolved, FileResult(path), [], cells, notebook)
         analyze.configure(resolved.settings.target_torch_version)
+        analyze.load_rules()  # the rule modules load outside the per-file budget
         timeout = self.options.timeout
         try:
             if cells is None:
