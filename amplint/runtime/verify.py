@@ -169,7 +169,27 @@ def _run_fitted(name: str, inv: Any, device: str, dtype: Any, is_reference: bool
             row.mapping.append(f"  reference: {cfg.describe()} (as observed in the loop)")
         for n in report.notes:
             row.mapping.append(f"  note: {n}")
+    unmodelled = _unmodelled_step_guard(inv, accum)
+    if unmodelled and not row.ok and row.error is None and row.checks.get("1_finishes", (None,))[0] is not False:
+        # `if i >= warmup: scaler.step(...)`: the loop skips steps the reference takes, so the
+        # comparison and the step counts say nothing about its AMP protocol; a raise still FAILs
+        line, g = unmodelled
+        row.cannot = (f"cannot verify: scaler.step (line {line}) runs only when {g}, a condition the reference "
+                      f"loop (one step per batch{', per accumulation window' if accum > 1 else ''}) does not model; "
+                      f"the loop ran without an error")
     return row
+
+
+def _unmodelled_step_guard(inv: Any, accum: int) -> tuple[int, str] | None:
+    """The first guard around the loop's ``scaler.step`` that is not the accumulation guard the
+    harness observed (``(i + 1) % accum == 0`` with accumulation seen), else None."""
+    for line, g, kind in getattr(inv, "guards", ()):
+        if kind != "step":
+            continue
+        if accum > 1 and "%" in g:
+            continue
+        return line, g
+    return None
 
 
 def check_plot_path(plot: str | os.PathLike[str]) -> None:

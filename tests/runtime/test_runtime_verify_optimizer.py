@@ -101,3 +101,18 @@ def test_a_misuse_still_fails_with_the_scripts_optimizer(tmp_path):
     assert code == 1 and row.verdict == "FAIL"
     assert "optimizer: the script's AdamW" in "\n".join(row.mapping)
     assert any(v.code == "AMP004" for v in row.violations)
+
+
+def test_a_step_guard_the_reference_does_not_model_is_cannot_verify_not_fail():
+    """`if i >= warmup: scaler.step(); scaler.update()` (AMP011's fixed loop) skips steps the
+    reference takes: exit 2 with the guard named, never FAIL; the misuse (update outside the
+    guard) still FAILs with its exception."""
+    fixed = os.path.join(os.path.dirname(SCRIPTS), "..", "..", "fixtures", "amp011_update_without_step")
+    rows, code = verify.verify([os.path.join(fixed, "after.py")], device="cpu")
+    [row] = [r for r in rows if r.loop.endswith(":train_loop")]
+    assert code == 2 and row.verdict == "cannot verify"
+    assert row.cannot.startswith("cannot verify: scaler.step (line 20) runs only when i >= warmup, a condition the reference loop")
+    rows, code = verify.verify([os.path.join(fixed, "before.py")], device="cpu")
+    [row] = [r for r in rows if r.loop.endswith(":train_loop")]
+    assert code == 1 and row.verdict == "FAIL"
+    assert "No inf checks were recorded prior to update" in row.checks["1_finishes"][2]
