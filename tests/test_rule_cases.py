@@ -254,3 +254,23 @@ def test_amp005_micro_batches_and_an_early_exit_path():
     assert [row for row, _ in found("AMP005", src)] == [5]
     src = H + "for x in loader:\n    loss(x).backward()\n    if done:\n        break\n    scaler.step(opt)\n    scaler.update()\n"
     assert [row for row, _ in found("AMP005", src)] == [4]
+
+
+# AMP012: the final `return` of a per-optimizer step helper whose update is guarded by a test on
+# its parameters (coqui-ai/Trainer's `_optimize`, development set): the caller's choice, silent
+
+HELPER = ("import torch\nclass T:\n    def __init__(self):\n        self.scaler = torch.amp.GradScaler('cuda')\n"
+          "    def _optimize(self, loss, optimizer, optimizer_idx, num_optimizers):\n"
+          "        self.scaler.scale(loss).backward()\n        self.scaler.step(optimizer)\n"
+          "        if optimizer_idx is None or optimizer_idx + 1 == num_optimizers:\n"
+          "            self.scaler.update()\n        return loss\n")
+
+
+def test_amp012_final_return_of_a_helper_whose_update_the_arguments_guard_is_silent():
+    assert found("AMP012", HELPER) == []
+    # a guard that is not about the parameters still leaves the iteration open on its path
+    assert [row for row, _ in found("AMP012", HELPER.replace("optimizer_idx is None or optimizer_idx + 1 == num_optimizers", "self.flag"))] == [10]
+    # an early return before the update is still reported
+    early = HELPER.replace("        if optimizer_idx is None or optimizer_idx + 1 == num_optimizers:\n            self.scaler.update()\n        return loss\n",
+                           "        if bad(loss):\n            return None\n        self.scaler.update()\n        return loss\n")
+    assert [row for row, _ in found("AMP012", early)] == [9]

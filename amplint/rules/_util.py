@@ -64,13 +64,6 @@ def _constant_false(model: FileModel, test, func) -> bool:
     return bool(assigns) and all(isinstance(x.value, ast.Constant) and x.value.value is False for x in assigns)
 
 
-def between(func, a, b, kinds=None):
-    """Events of ``func`` strictly between events ``a`` and ``b`` that can run in the same pass as both."""
-    for e in func.events:
-        if a.seq < e.seq < b.seq and (kinds is None or e.kind in kinds) and e.co_occurs(a) and e.co_occurs(b):
-            yield e
-
-
 def same_iteration(model: FileModel, early, late) -> bool:
     """``late`` runs later in the same training iteration as ``early`` (the iteration loop of
     ``late`` encloses ``early``; or neither is in a loop)."""

@@ -37,7 +37,9 @@ params: ... continue`), a jump in a branch exclusive with the step, a path that 
 `update()` (or a helper of this file that may) before jumping, jumps in an `except`
 handler of a `try` around the step, a `break` that ends the only loop of a
 script or of a function whose scaler is a local built there, a `return` from such a
-function (the scaler is not stepped again), and
+function (the scaler is not stepped again), the final `return` of a step helper whose update
+is guarded by a test on its own parameters (`if optimizer_idx + 1 == num_optimizers:
+scaler.update()`, called once per optimizer: the caller's arguments decide), and
 scalers constructed with `enabled=False`.
 
 ## Example
@@ -345,6 +347,8 @@ for epoch in range(epochs):
                     ]
                     if not ups or not self._leaves(model, f, s, ups[0], j):
                         continue
+                    if _callers_choice(f, s, ups[0], j):
+                        continue
                     sc = scaler_text(model, f, key)
                     word = type(j).__name__.lower()
                     if s.kind == "step":
@@ -384,6 +388,23 @@ for epoch in range(epochs):
             return not _local_scaler_of(model, f, s.scaler)
         # return
         return not _local_scaler_of(model, f, s.scaler) or not enclosing_loops(model, f, s.stmt)
+
+
+def _callers_choice(f, s, u, j) -> bool:
+    """The function's own last statement is a ``return`` and the update it skips is guarded by
+    a test on the function's parameters (``if optimizer_idx + 1 == num_optimizers:
+    scaler.update()`` in a helper called once per optimizer): whether that path leaves the
+    iteration open depends on what the caller passes, which is not seen here."""
+    import re
+
+    body = getattr(f.node, "body", None)
+    if not isinstance(j, ast.Return) or not body or body[-1] is not j:
+        return False
+    params = [p for p in f.params if p != f.self_name]
+    for lit in u.ctx.lits - s.ctx.lits:
+        if lit.key and any(re.search(rf"\b{re.escape(p)}\b", lit.key) for p in params):
+            return True
+    return False
 
 
 def _local_scaler_of(model, f, key) -> bool:
