@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+
 TYPE_CHECKING = False  # typing is not imported on the check path
 
 # concurrent.futures, multiprocessing and hashlib load only when a run needs them: a

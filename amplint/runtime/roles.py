@@ -78,6 +78,9 @@ ROLE_NAMES: list[tuple[str, re.Pattern[str]]] = [(r, re.compile(p, re.IGNORECASE
 _KEEPS_DEFAULT = {"accum", "clip", "scheduler", "epoch", "rank", "world_size"}
 
 
+# the harness's optimizer (harness.LR, harness.MOMENTUM), as the mapping names it
+HARNESS_SGD = "SGD(lr=0.05, momentum=0.9)"
+
 class Slot:
     """One thing verify sets: a parameter, a ``self`` attribute or a module-level name."""
 
@@ -238,9 +241,9 @@ class Plan:
                 what = what.replace("Linear(32,1)", f"Linear(32,{self.problem.out_dim})")
                 if s.role == "loss_fn" and what == "mse_loss":
                     what = self.problem.loss_name
-                if self.problem.optimizer is not None:
-                    what = what.replace("SGD(lr=0.05, momentum=0.9)", self.problem.optimizer.describe()).replace(
-                        "[SGD #1", f"[{self.problem.optimizer.name} #1").replace("SGD #2", f"{self.problem.optimizer.name} #2")
+                if self.problem.optimizer is not None:  # the script's optimizer in place of the harness's
+                    opt = self.problem.optimizer
+                    what = what.replace(HARNESS_SGD, opt.describe()).replace("SGD #", f"{opt.name} #")
             lines.append(f"  {s.label.ljust(width)} {arrow} {what}{why}")
         for line, g, kind in self.guards[:2]:
             what = {"opt_step": "optimizer.step"}.get(kind, f"scaler.{kind}")
@@ -253,7 +256,7 @@ class Plan:
                         + ", ".join("lr=0.05" if d == "lr" else f"{d} (torch's default)" for d in opt.dropped)) if opt.dropped else ""
                 lines.append(f"  optimizer: the script's {opt.describe()} (line {opt.line}; reference and fp32 runs too{left})")
             elif self.problem.optimizer_note:
-                lines.append(f"  optimizer: the harness's SGD(lr=0.05, momentum=0.9): {self.problem.optimizer_note}")
+                lines.append(f"  optimizer: the harness's {HARNESS_SGD}: {self.problem.optimizer_note}")
             if self.problem.model_name:
                 lines.append(f"  model: the loop's own {self.problem.model_name} (reference and fp32 runs too)")
             elif self.model_note:
@@ -327,7 +330,7 @@ def _role_value(role: str, name: str, tags: set[str], opt_index: int, default: t
     if role == "model":
         return "the harness model: Linear(8,32)-ReLU-Linear(32,1)", lambda env: env.model
     if role == "optimizer":
-        return (f"SGD(lr=0.05, momentum=0.9) #{opt_index + 1}",
+        return (f"{HARNESS_SGD} #{opt_index + 1}",
                 lambda env, i=opt_index: env.optimizers[min(i, len(env.optimizers) - 1)])
     if role == "optimizers":
         return "[SGD #1 (first layer), SGD #2 (second layer)]", lambda env: list(env.optimizers)

@@ -116,3 +116,9 @@ def test_a_step_guard_the_reference_does_not_model_is_cannot_verify_not_fail():
     [row] = [r for r in rows if r.loop.endswith(":train_loop")]
     assert code == 1 and row.verdict == "FAIL"
     assert "No inf checks were recorded prior to update" in row.checks["1_finishes"][2]
+
+
+def test_the_mapping_names_the_harness_optimizer_as_built():
+    from amplint.runtime import harness, roles
+
+    assert roles.HARNESS_SGD == f"SGD(lr={harness.LR}, momentum={harness.MOMENTUM})"
