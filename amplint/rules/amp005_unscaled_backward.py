@@ -165,6 +165,31 @@ for x in loader:
 """,
     ]
     invalid = [
+        # a zero_grad() on one path only: the other path steps the unscaled gradients
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    aux_loss(x).backward()
+    if reset:
+        optimizer.zero_grad()
+    scaler.scale(loss_fn(model(x), y)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    scaler.scale(aux_loss(x)).backward()
+    if reset:
+        optimizer.zero_grad()
+    scaler.scale(loss_fn(model(x), y)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
         Invalid(
             """
 import torch

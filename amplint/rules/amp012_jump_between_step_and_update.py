@@ -68,6 +68,19 @@ for x, y in loader:
 No fix: where the update belongs depends on what the skipped code does.
 """
     valid = [
+        # a step helper called once per optimizer: the update after the last one is the caller's choice
+        """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def _optimize(self, loss, optimizer, optimizer_idx, num_optimizers):
+        self.scaler.scale(loss).backward()
+        self.scaler.step(optimizer)
+        if optimizer_idx is None or optimizer_idx + 1 == num_optimizers:
+            self.scaler.update()
+        return loss
+""",
         # the update runs only with AMP on; with it off the scaler is disabled (a no-op)
         """
 import torch
