@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import traceback
 
 from amplint.diagnostics import FileError, FileResult
 from amplint.parse import parse, parse_masked, syntax_error
@@ -110,6 +109,8 @@ def _analyze(text: str, path: str, rules, result: FileResult, index) -> FileResu
 
 
 def _internal(where: str, exc: BaseException) -> FileError:
+    import traceback  # only on an internal error (it costs ~3 ms of start-up)
+
     tb = traceback.extract_tb(exc.__traceback__)
     loc = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
     return FileError(

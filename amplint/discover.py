@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from amplint.lazyre import lazy
 from amplint.record import Record
 
 
@@ -28,17 +29,17 @@ class Discovered(Record):
     missing: list[str]  # paths given on the command line that do not exist
 
 
-_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+_NAMED_GROUP = lazy(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
 # pathspec's regex for a pattern without an inner slash ("build/", "*.pyc", ".venv"):
 # ^(?:.+/)?INNER(?P<ps_d>/)  (directories only)  or  ^(?:.+/)?INNER(?:(?P<ps_d>/)|$)  (any).
 # When INNER cannot match "/", it matches a path iff it matches one whole component.
 _ANY_TAIL = "(?:(?P<ps_d>/)|$)"
 _DIR_TAIL = "(?P<ps_d>/)"
 _HEAD = "^(?:.+/)?"
-_INNER = re.compile(r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/]|\[\^/\]\*?|\[(?!\^)[^\]/\\]*\])+")
-_LITERAL = re.compile(r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/])+")
+_INNER = lazy(r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/]|\[\^/\]\*?|\[(?!\^)[^\]/\\]*\])+")
+_LITERAL = lazy(r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/])+")
 
-_SIMPLE = re.compile(r"(?!\.\.?/?$)[A-Za-z0-9_.][A-Za-z0-9_.\-]*/?")
+_SIMPLE = lazy(r"(?!\.\.?/?$)[A-Za-z0-9_.][A-Za-z0-9_.\-]*/?")
 
 
 def _regexes(lines: list[str]) -> list[tuple[str | None, bool | None]] | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 
+from amplint.lazyre import lazy
+
 _CODES = r"(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)"
-NOQA = re.compile(r"#\s*noqa(?P<sep>\s*:\s*" + _CODES + r")?", re.IGNORECASE)
+NOQA = lazy(r"#\s*noqa(?P<sep>\s*:\s*" + _CODES + r")?", re.IGNORECASE)
 # `# amplint: noqa` anywhere in a file exempts the whole file; `# amplint: noqa: AMP101`
 # exempts it from the codes listed
-FILE_NOQA = re.compile(r"#\s*amplint\s*:\s*noqa(?P<sep>\s*:\s*" + _CODES + r")?", re.IGNORECASE)
+FILE_NOQA = lazy(r"#\s*amplint\s*:\s*noqa(?P<sep>\s*:\s*" + _CODES + r")?", re.IGNORECASE)
 
 
 def _codes(m: re.Match) -> set[str]:

@@ -22,16 +22,17 @@ import ast
 import bisect
 import re
 
+from amplint.lazyre import lazy
 from amplint.diagnostics import FileError
 from amplint.tokens import RELEVANT, RELEVANT_WITH_SCALER, SUMMARY_TOKENS, match_rows
 
 MIN_LINES = 200  # below this a parse is cheap anyway
 
-_DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]")
-_SCALER_NAME = re.compile(r"[ \t]*(?:self\.)?([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*[\w.]*GradScaler\s*\(")
-_ALIAS = re.compile(r"=\s*[\w.]*GradScaler\s*$", re.M)
-_NAME = re.compile(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
-_CLASS = re.compile(r"class[ \t]+([A-Za-z_]\w*)")
+_DEF = lazy(r"(?:async[ \t]+def|def|class)[ \t]")
+_SCALER_NAME = lazy(r"[ \t]*(?:self\.)?([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*[\w.]*GradScaler\s*\(")
+_ALIAS = lazy(r"=\s*[\w.]*GradScaler\s*$", re.M)
+_NAME = lazy(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
+_CLASS = lazy(r"class[ \t]+([A-Za-z_]\w*)")
 
 
 class Masked:
@@ -50,8 +51,8 @@ class Masked:
 # A top-level helper that makes an AMP object for its callers: `return torch.autocast(...)`,
 # `return GradScaler(...)`, or a @contextmanager entering autocast. Its callers use AMP
 # through its name alone (`with amp_ctx():`), so the name is kept like a token.
-_RETURNS_AMP = re.compile(r"[ \t]+return[ \t]+[\w.]*(?:autocast|GradScaler)[ \t]*\(")  # matched at a line start
-_TOP_DEF = re.compile(r"^(?:async[ \t]+)?(?:def|(class))[ \t]+([A-Za-z_]\w*)", re.M)  # a top-level def or class
+_RETURNS_AMP = lazy(r"[ \t]+return[ \t]+[\w.]*(?:autocast|GradScaler)[ \t]*\(")  # matched at a line start
+_TOP_DEF = lazy(r"^(?:async[ \t]+)?(?:def|(class))[ \t]+([A-Za-z_]\w*)", re.M)  # a top-level def or class
 
 
 def amp_helpers(text: str) -> set[str]:

@@ -10,6 +10,7 @@ import os
 import re
 import sys
 
+from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.diagnostics import Diagnostic, FileError, FileResult
 from amplint.report import Message, Summary, display_path, echo, emit, formatter
@@ -410,7 +411,7 @@ def _users_of(index, summaries) -> _HelperUsers | None:
     return _HelperUsers(index, names)
 
 
-CALL_WORDS = re.compile(r"save|ckpt|checkpoint|(?<!load_)state|scaler|autocast|amp|precision|backward|clip|optimi[sz]er_step|step_optim", re.I)
+CALL_WORDS = lazy(r"save|ckpt|checkpoint|(?<!load_)state|scaler|autocast|amp|precision|backward|clip|optimi[sz]er_step|step_optim", re.I)
 
 
 def _calls_out(index, r: FileResult) -> bool:

@@ -93,11 +93,13 @@ def _analyze_within(data: bytes, path: str, timeout: float | None) -> FileResult
         return FileResult(path)
     load_rules()  # outside the budget
     import signal  # only when a file is analysed (a warm run analyses none)
-    import threading
 
-    if not timeout or timeout <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+    if not timeout or timeout <= 0 or not hasattr(signal, "setitimer"):
         return analyze_bytes(data, path)
-    old = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+    except ValueError:  # not the main thread (an editor's worker thread): no budget
+        return analyze_bytes(data, path)
     try:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:

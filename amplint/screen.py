@@ -37,18 +37,18 @@ rules (the default selection), a file holding none of five tokens that every way
 
 from __future__ import annotations
 
-import re
+from amplint.lazyre import lazy
 
 # Any of these alone: a GradScaler or a deprecated AMP module is named.
 _STRONG = (b"GradScaler", b"NativeScaler", b"cuda.amp", b"cpu.amp", b"import amp")
 # torch AMP is mentioned: a scaler-named variable may then be a GradScaler.
 _MENTION = (b"autocast", b"torch.amp")
-_SCALER_ANY_CASE = re.compile(rb"(?i)scaler")
+_SCALER_ANY_CASE = lazy(rb"(?i)scaler")
 # apex.amp is only reached through a name or attribute spelled `amp` (`from apex import amp`,
 # `apex.amp.initialize`, `import apex.amp as A`).
-_AMP_WORD = re.compile(rb"(?<![A-Za-z0-9_])amp(?![A-Za-z0-9_])")
-_RETURNS_AUTOCAST = re.compile(rb"return[ \t]+[\w.]*autocast[ \t]*\(")
-_AUTOCAST_NO_DEVICE = re.compile(rb"autocast\(\s*(?:\)|(?!device_type\b)[A-Za-z_]\w*\s*=(?!=))")
+_AMP_WORD = lazy(rb"(?<![A-Za-z0-9_])amp(?![A-Za-z0-9_])")
+_RETURNS_AUTOCAST = lazy(rb"return[ \t]+[\w.]*autocast[ \t]*\(")
+_AUTOCAST_NO_DEVICE = lazy(rb"autocast\(\s*(?:\)|(?!device_type\b)[A-Za-z_]\w*\s*=(?!=))")
 
 
 _FRAMEWORK_FP16 = (b"ccelerat", b"TrainingArguments", b"deepspeed")

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import re
 
+from amplint.lazyre import lazy
+
 # A function whose text matches none of these cannot produce an AMP event or reference.
-RELEVANT = re.compile(r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd")
+RELEVANT = lazy(r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd")
 # In a file that has a scaler, half-precision models and checkpoints matter too.
-RELEVANT_WITH_SCALER = re.compile(
+RELEVANT_WITH_SCALER = lazy(
     r"[sS]caler|autocast|\bamp\b|apex|custom_fwd|custom_bwd|half\(|float16|state_dict"
 )
 
 # A function whose text holds none of these cannot do anything a project summary records
 # (amplint.model.summary): scaler calls, backward, checkpoints, autocast wrappers.
-SUMMARY_TOKENS = re.compile(r"backward|save|[sS]caler|autocast|state_dict|clip_grad")
+SUMMARY_TOKENS = lazy(r"backward|save|[sS]caler|autocast|state_dict|clip_grad")
 
 
 _last_rows: dict[re.Pattern, tuple[str, list[int]]] = {}  # pattern -> (the last text searched, its rows)
@@ -53,7 +55,7 @@ def _match_rows(source: str, pattern: re.Pattern) -> list[int]:
 # str.find runs at memory speed. A pattern that is only an alternation of literal words
 # (each optionally between \b, with [xX] classes) is therefore searched word by word; the
 # rows are the same, since no match spans a line. Any other pattern uses the regex.
-_ALT_PART = re.compile(r"(\\b)?((?:\\[^A-Za-z0-9]|\[[A-Za-z0-9_]+\]|[^\\\[\]().*+?{}|^$])+)(\\b)?")
+_ALT_PART = lazy(r"(\\b)?((?:\\[^A-Za-z0-9]|\[[A-Za-z0-9_]+\]|[^\\\[\]().*+?{}|^$])+)(\\b)?")
 _literal_cache: dict[str, list[tuple[str, bool, bool]] | None] = {}
 
 

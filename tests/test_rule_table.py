@@ -40,3 +40,31 @@ def test_a_warm_cache_run_imports_no_rule_and_no_model(tmp_path):
     second = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert "AMP001" in second.stdout
     assert second.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_checking_one_file_imports_none_of_the_costly_stdlib_modules(tmp_path):
+    """A check that analyses one file (no cache) imports neither ``typing``, ``traceback`` nor
+    ``threading`` (each costs milliseconds of a one-file run whose whole budget is a few times
+    the interpreter's start-up), and compiles only the regexes it uses."""
+    (tmp_path / "train.py").write_text(
+        "import torch\nscaler = torch.amp.GradScaler()\nfor x in loader:\n"
+        "    with torch.autocast('cuda'):\n        loss = model(x)\n    scaler.scale(loss).backward()\n"
+        "    scaler.step(opt)\n"
+    )
+    probe = (
+        "import sys\n"
+        "sys.argv = ['amplint', 'check', '--no-cache', 'train.py']\n"
+        "from amplint.cli import main\n"
+        "try:\n    main()\n"
+        "except SystemExit:\n    pass\n"
+        "from amplint import lazyre\n"
+        "pats = [v for m in list(sys.modules.values()) if (m.__name__ or '').startswith('amplint') for v in vars(m).values() if isinstance(v, lazyre.lazy)]\n"
+        "print(sorted(m for m in ('typing', 'traceback', 'threading') if m in sys.modules), file=sys.stderr)\n"
+        "print(sum('search' in vars(p) for p in pats), len(pats), file=sys.stderr)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert "AMP001" in run.stdout, run.stderr
+    imported, counts = run.stderr.strip().splitlines()[-2:]
+    assert imported == "[]"
+    compiled, total = map(int, counts.split())
+    assert total >= 30 and compiled < total / 2  # most of the module-level patterns stay uncompiled

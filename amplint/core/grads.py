@@ -30,12 +30,13 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
 from amplint.core.cfg import CFG, build
 from amplint.model.walker import _norm_test
 
 MAX_ASSUMPTIONS = 64
 GRAD_READ = {"norm", "abs", "max"}
-CLIP_HELPER = re.compile(r"clip|grad_?norm|norm_?grad", re.IGNORECASE)
+CLIP_HELPER = lazy(r"clip|grad_?norm|norm_?grad", re.IGNORECASE)
 _MODULE_READERS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children", "buffers", "state_dict"})
 
 

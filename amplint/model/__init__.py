@@ -33,9 +33,7 @@ def __getattr__(name: str):
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'amplint.model' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f"amplint.model.{where}"), name)
+    value = getattr(__import__(f"amplint.model.{where}", fromlist=(name,)), name)
     globals()[name] = value
     return value
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from typing import Iterable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~3 ms of start-up
+    from typing import Iterable, Iterator
 
 from amplint.model.facts import Assign, ClassInfo, Ctx, Event, Func, Key, exclusive
 from amplint.model.filemodel import FileModel

@@ -4,7 +4,7 @@ Plain classes (no dataclasses: start-up cost on the check path)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from amplint.record import Record
 
 CERTAIN = "certain"
 LIKELY = "likely"
@@ -32,7 +32,7 @@ class Autocast:
         self.func = None
 
 
-class Lit(NamedTuple):
+class Lit(Record):
     """A branch literal: this code runs only in arm ``arm`` of branch point ``group``.
     ``key``/``pol`` normalise the test (``if x``/``if x is not None`` -> ("x", True)) so
     two separate ``if use_amp: ... else: ...`` are recognised as exclusive."""
@@ -43,7 +43,7 @@ class Lit(NamedTuple):
     pol: bool
 
 
-class Ctx(NamedTuple):
+class Ctx(Record):
     loops: tuple = ()
     lits: frozenset = frozenset()
     autocasts: tuple = ()

@@ -6,8 +6,11 @@ from __future__ import annotations
 import ast
 import re
 from functools import cached_property
-from typing import Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~3 ms of start-up
+    from typing import Iterator
 
+from amplint.lazyre import lazy
 from amplint.model.facts import (
     CERTAIN, LIKELY, NOT, Assign, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key, Loop, Ref,
     MethodCall,
@@ -15,8 +18,8 @@ from amplint.model.facts import (
 from amplint.model.names import GRAD_SCALER_API, SCALER_NAME, attr_classes, declared_attr_classes, declared_class, dotted, qualify
 from amplint.source import split_lines
 
-OPTIMIZER_NAME = re.compile(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
-NOT_OPTIMIZER = re.compile(r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator", re.IGNORECASE)
+OPTIMIZER_NAME = lazy(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
+NOT_OPTIMIZER = lazy(r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator", re.IGNORECASE)
 AMP_TOKENS = frozenset(
     {
         "amp", "scaler", "fp16", "half", "mixed", "precision", "autocast", "bf16", "bfloat16",
@@ -24,8 +27,8 @@ AMP_TOKENS = frozenset(
         "float", "dtype", "fp8", "grad_scaler", "gradscaler", "use_amp", "enable_amp",
     }
 )
-WRAPPER_NAME = re.compile(r"scaler|autocast|amp|precision|mixed", re.IGNORECASE)
-GUARD_TEXT = re.compile(r"hasattr|version|TORCH_|is_torch|_torch_|getattr")
+WRAPPER_NAME = lazy(r"scaler|autocast|amp|precision|mixed", re.IGNORECASE)
+GUARD_TEXT = lazy(r"hasattr|version|TORCH_|is_torch|_torch_|getattr")
 
 
 def amp_ish(text: str) -> bool:

@@ -31,8 +31,11 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from typing import Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs ~3 ms of start-up
+    from typing import Iterator
 
+from amplint.lazyre import lazy
 from amplint.model.names import CLIP_FUNCS, SCALER_CTORS, add_import, dotted, qualify
 from amplint.tokens import match_rows
 
@@ -74,7 +77,7 @@ FP32_DTYPES = frozenset({"torch.float32", "torch.float"})
 _TOKENS = ("ccelerat", "lightning", "TrainingArguments", "deepspeed", "manual_backward")
 # every rule here needs an fp16 setting the file shows (unknown is silent): no such token, no facts
 _FP16_TOKENS = ("fp16", "float16", "16-mixed", "16_mixed", "half", "precision=16", "precision = 16", "'16'", '"16"', "16-true")
-ACCEL_NAME = re.compile(r"(?:^|_)accel(?:erator)?s?$|^acc$", re.IGNORECASE)
+ACCEL_NAME = lazy(r"(?:^|_)accel(?:erator)?s?$|^acc$", re.IGNORECASE)
 
 _ACCEL_VOCAB = {"fp16": FP16, "bf16": BF16, "no": NO, "fp8": NO}
 _LIGHTNING_VOCAB = {
@@ -602,7 +605,7 @@ def _key_of(value: ast.expr) -> str | None:
 # ---------------------------------------------------------------------------- the walk
 # A function is walked only when its lines hold one of these (every site, assignment or
 # setting a rule reads is spelled with one); other functions (model code) are skipped.
-_RELEVANT = re.compile(
+_RELEVANT = lazy(
     r"backward|clip_grad|unscale|accumulate|ccelerat|Trainer|TrainingArguments|deepspeed|\.prepare\(|\.fit\("
     r"|\.half\(|float16|fp16|from_pretrained|sync_gradients|add_argument|precision|automatic_optimization"
     r"|GradScaler|\.scale\(|weight_dtype"
@@ -696,7 +699,7 @@ class _Walk:
             fn.sites.append(Site(c, stmt, f._seq, fn, ifs, withs, loops))
 
 
-_TOPDEF = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]", re.M)
+_TOPDEF = lazy(r"^(?:async[ \t]+def|def|class)[ \t]", re.M)
 
 
 def _complete(model) -> bool:
@@ -752,8 +755,8 @@ def facts(model) -> Facts | None:
 
 
 # ---------------------------------------------------------------------------- helpers for rules
-SCHEDULER_NAME = re.compile(r"sched|lr_|warmup|ema|swa|scaler|progress|pbar|bar$|trainer|accelerator|engine|profiler|timer|writer|logger", re.IGNORECASE)
-OPTIMIZER_CTOR = re.compile(r"(?:Adam\w*|SGD|Adafactor|Lion\w*|RMSprop|Adagrad|Adadelta|LAMB|Lamb|LARS|Prodigy\w*|optimizer_cl\w*|optimizer_cls|Optimizer)$")
+SCHEDULER_NAME = lazy(r"sched|lr_|warmup|ema|swa|scaler|progress|pbar|bar$|trainer|accelerator|engine|profiler|timer|writer|logger", re.IGNORECASE)
+OPTIMIZER_CTOR = lazy(r"(?:Adam\w*|SGD|Adafactor|Lion\w*|RMSprop|Adagrad|Adadelta|LAMB|Lamb|LARS|Prodigy\w*|optimizer_cl\w*|optimizer_cls|Optimizer)$")
 
 
 def optimizer_step(site: Site) -> bool:

@@ -15,6 +15,7 @@ import ast
 import os
 import re
 
+from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.model.names import WRAPPER_CLASSES, add_import
 from amplint.model.summary import MODULE, FileSummary, FuncSummary, SaveFact, summarise
@@ -98,7 +99,7 @@ class _Importer:
 
 
 # ``from X import a, b`` / ``import X``, anywhere (in functions too; in a notebook's JSON too)
-_IMPORTED = re.compile(rb"\bfrom\s+(\.*[\w.]*)\s+import\s+\(?\s*([\w]+(?:\s*,\s*\w+)*)|\bimport\s+([\w.]+)")
+_IMPORTED = lazy(rb"\bfrom\s+(\.*[\w.]*)\s+import\s+\(?\s*([\w]+(?:\s*,\s*\w+)*)|\bimport\s+([\w.]+)")
 
 
 class ProjectIndex:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
+
 # torch.amp.GradScaler and its device-specific and sharded variants (torch's own and fairscale's).
 SCALER_CTORS = frozenset(
     {
@@ -277,7 +279,7 @@ def declared_attr_classes(cls_node: ast.ClassDef, scope) -> dict[str, str]:
 
 
 # Names that say "a GradScaler" (``scaler``, ``grad_scaler``, ``self._amp_scaler``, ``fp16_scaler``).
-SCALER_NAME = re.compile(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
+SCALER_NAME = lazy(r"^_?(?:grad_?|amp_?|fp16_?|loss_?)?scaler$", re.IGNORECASE)
 
 
 def _statements(body):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
@@ -205,9 +207,9 @@ def abandons(model, func, stmt):
 # A loop over runs, not over epochs: its body builds a fresh model or optimizer, or its target
 # names a run (k-fold, seeds, sweeps). Shared by AMP302 and the project summary (a call made
 # once per epoch from another module).
-RUN_LOOP = re.compile(r"fold|seed|run|trial|config|cfg|sweep|exp|task|model|lr\b|lrs\b|setting|param", re.IGNORECASE)
-RUN_ITER = re.compile(r"runs|seeds|folds|trials|configs|cfgs|experiments|repeats|sweep|grid", re.IGNORECASE)
-MODEL_NAME = re.compile(r"(?:^|_)(?:model|net|network|module)s?$", re.IGNORECASE)
+RUN_LOOP = lazy(r"fold|seed|run|trial|config|cfg|sweep|exp|task|model|lr\b|lrs\b|setting|param", re.IGNORECASE)
+RUN_ITER = lazy(r"runs|seeds|folds|trials|configs|cfgs|experiments|repeats|sweep|grid", re.IGNORECASE)
+MODEL_NAME = lazy(r"(?:^|_)(?:model|net|network|module)s?$", re.IGNORECASE)
 
 
 def fresh_run_loop(loop_node, scope: dict, text) -> bool:

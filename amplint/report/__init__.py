@@ -98,10 +98,8 @@ FORMATS = {
 
 def formatter(fmt: str):
     """The formatter ``(messages, summary) -> str`` of output format ``fmt``."""
-    from importlib import import_module
-
     mod, fn = FORMATS[fmt]
-    return getattr(import_module(f"amplint.report.{mod}"), fn)
+    return getattr(__import__(f"amplint.report.{mod}", fromlist=(fn,)), fn)
 
 
 def display_path(path: str) -> str:

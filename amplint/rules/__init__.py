@@ -4,16 +4,20 @@ valid/invalid examples (which the test-suite runs, Fixit-style)."""
 from __future__ import annotations
 
 import ast
-from importlib import import_module
-from typing import TYPE_CHECKING, ClassVar, Iterable, Literal, NamedTuple
 
 from amplint.diagnostics import Diagnostic, Fix
 from amplint.meta import RULE_DOCS_URL as DOCS_URL  # the one project URL (amplint/meta.py)
+from amplint.record import Record
 
+TYPE_CHECKING = False  # typing costs ~3 ms of start-up: the annotations below stay strings
 if TYPE_CHECKING:
+    from typing import ClassVar, Iterable, Literal
+
     from amplint.model import FileModel
 
-# Severity: the one definition every output reads (`amplint rule`/`rules`, docs/rules.md, the
+    Severity = Literal["error", "warning"]
+
+# severity: the one definition every output reads (`amplint rule`/`rules`, docs/rules.md, the
 # text formats, JSON, SARIF, GitHub, GitLab and the editor). Every rule declares its own
 # ``severity``; docs/severities.md gives the reasoning for each.
 SEVERITIES = {
@@ -21,13 +25,12 @@ SEVERITIES = {
     "exception, scaler state lost on resume",
     "warning": "deprecated, or merely wasteful or harmless today: the run trains correctly",
 }
-Severity = Literal["error", "warning"]
 # severity_of and the codes that are not rules live in amplint.rule_table (the check path reads
 # them without importing the rules); re-exported here
 from amplint.rule_table import NON_RULE_SEVERITY, severity_of  # noqa: E402,F401
 
 
-class Invalid(NamedTuple):
+class Invalid(Record):
     """An example the rule must flag ``count`` times. ``fixed`` is the exact source after
     ``amplint fix`` (with ``--unsafe-fixes`` when ``unsafe``); None when no fix applies."""
 
@@ -151,7 +154,7 @@ RULE_MODULES = [
 def _rules_of(modules) -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
     for name in modules:
-        mod = import_module(f"amplint.rules.{name}")
+        mod = __import__(f"amplint.rules.{name}", fromlist=("_",))
         for obj in vars(mod).values():
             if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == mod.__name__:
                 rules[obj.code] = obj()

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import ast
-import re
 
+from amplint.lazyre import lazy
 from amplint.model.names import dotted
 from amplint.core import cfg
 from amplint.core.typestate import MORE, ScalerStates
@@ -357,7 +357,7 @@ def _encloses(node: ast.AST, inner: ast.AST) -> bool:
     return node.lineno <= inner.lineno <= (node.end_lineno or node.lineno)
 
 
-_BOUNDARY_NAME = re.compile(r"(?i)accum|boundary|sync_grad|should_(?:step|update|sync)")
+_BOUNDARY_NAME = lazy(r"(?i)accum|boundary|sync_grad|should_(?:step|update|sync)")
 
 
 def _boundary(test: ast.expr) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
 from amplint.diagnostics import Fix, RenameImportModule, ReplaceExpression, ReplaceStatement
 from amplint.model.names import dotted, qualify
 from amplint.rules import Invalid, Rule
@@ -28,7 +29,7 @@ for _dev in ("cuda", "cpu"):
 NEEDS = {"GradScaler": "2.3", "autocast": "2.3", "custom_fwd": "2.4", "custom_bwd": "2.4"}
 DEPRECATED_MODULES = {f"torch.{d}.amp{m}": d for d in ("cuda", "cpu") for m in ("", ".autocast_mode", ".grad_scaler")}
 AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
-VERSION_TEST = re.compile(r"version|TORCH_|_TORCH|hasattr|getattr|is_torch", re.IGNORECASE)
+VERSION_TEST = lazy(r"version|TORCH_|_TORCH|hasattr|getattr|is_torch", re.IGNORECASE)
 
 
 def _version_guarded(r) -> bool:

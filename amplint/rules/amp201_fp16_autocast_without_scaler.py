@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
 from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
 from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
@@ -11,7 +12,7 @@ from amplint.rules._autocast import autocast_enabled_off, described, enabled_fla
 from amplint.model.names import SCALER_NAME, canonical, qualify
 from amplint.model.queries_extra import ancestry
 
-FRAMEWORK = re.compile(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
+FRAMEWORK = lazy(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
 
 
 class Fp16AutocastWithoutScaler(Rule):

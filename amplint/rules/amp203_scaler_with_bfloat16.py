@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 
+from amplint.lazyre import lazy
 from amplint.rules import Invalid, Rule
 from amplint.rules._autocast import described
 from amplint.rules._util import scaler_disabled, scaler_text
@@ -9,7 +10,7 @@ from amplint.rules._util import scaler_disabled, scaler_text
 
 # FP8 training (MS-AMP, Transformer Engine, torchao float8) keeps low-precision gradients that
 # do need the scaler even when the surrounding autocast is bf16.
-FP8 = re.compile(r"msamp|transformer_engine|float8|fp8", re.IGNORECASE)
+FP8 = lazy(r"msamp|transformer_engine|float8|fp8", re.IGNORECASE)
 
 
 class ScalerWithBfloat16(Rule):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.model.names import dotted, literal_dict, qualify, state_owner
 
@@ -10,12 +11,12 @@ from amplint.model import CERTAIN, LIKELY
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled
 
-REGISTERS = re.compile(r"save|checkpoint|ckpt|regist|track|state|persist", re.IGNORECASE)
+REGISTERS = lazy(r"save|checkpoint|ckpt|regist|track|state|persist", re.IGNORECASE)
 _FVCORE_CHECKPOINTERS = {
     "fvcore.common.checkpoint.Checkpointer", "detectron2.checkpoint.DetectionCheckpointer",
     "detectron2.checkpoint.Checkpointer", "detectron2.checkpoint.detection_checkpoint.DetectionCheckpointer",
 }
-_TRAINER_CHECKPOINT = re.compile(r"Checkpointer\(\s*[^()]*(?:\([^()]*\)[^()]*)*\btrainer\s*=")
+_TRAINER_CHECKPOINT = lazy(r"Checkpointer\(\s*[^()]*(?:\([^()]*\)[^()]*)*\btrainer\s*=")
 _D2_SIMPLE_TRAINERS = {"detectron2.engine.SimpleTrainer", "detectron2.engine.train_loop.SimpleTrainer"}
 
 
@@ -1075,7 +1076,7 @@ def _script_never_resumes(model) -> bool:
     return query is not None and query(model.path) is False
 
 
-_LOAD_CALL = re.compile(r"load\w*\s*\(", re.IGNORECASE)
+_LOAD_CALL = lazy(r"load\w*\s*\(", re.IGNORECASE)
 
 
 def _own_load_drops_optimizer(model, f) -> bool:

@@ -4,6 +4,7 @@ import ast
 import os
 import re
 
+from amplint.lazyre import lazy
 from amplint.model import exclusive
 from amplint.model.filemodel import OPTIMIZER_NAME
 from amplint.model.names import qualify
@@ -682,7 +683,7 @@ def _super_init(node) -> bool:
     return (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super") or isinstance(v, (ast.Name, ast.Attribute))
 
 
-RESUME = re.compile(r"resum|restor|restart|continu|load_from|from_ckpt|start_epoch|load_ckpt|load_checkpoint", re.IGNORECASE)
+RESUME = lazy(r"resum|restor|restart|continu|load_from|from_ckpt|start_epoch|load_ckpt|load_checkpoint", re.IGNORECASE)
 
 
 def _resume_loads(model) -> list:

@@ -3,12 +3,13 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
 from amplint.model import frameworks as fw
 from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
 
 _PEFT = ("get_peft_model", "prepare_model_for_kbit_training", "PeftModel", "cast_training_params")
-_FP32_RECAST = re.compile(r"\.data\s*=.*(?:\.float\(\)|float32)")
+_FP32_RECAST = lazy(r"\.data\s*=.*(?:\.float\(\)|float32)")
 
 
 class Fp16WeightsUnderFrameworkAmp(Rule):
