@@ -274,3 +274,38 @@ def test_amp012_final_return_of_a_helper_whose_update_the_arguments_guard_is_sil
     early = HELPER.replace("        if optimizer_idx is None or optimizer_idx + 1 == num_optimizers:\n            self.scaler.update()\n        return loss\n",
                            "        if bad(loss):\n            return None\n        self.scaler.update()\n        return loss\n")
     assert [row for row, _ in found("AMP012", early)] == [9]
+
+
+# ---------------------------------------------------------------- AMP007 on the core (issue 31)
+# Adversarial loops written before AMP007 moved onto the core's reaching updates
+# (amplint/core/typestate.py UpdateReach); the expected count of each was written first, from
+# the code. The old rule missed `amp007_step_helper_called_per_optimizer` and
+# `amp007_while_loop_per_opt`; the rest behave as before. name -> (source, rows).
+UPDATES = {
+    'amp007_per_optimizer_helper_no_backward': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nclass T:\n    def __init__(self):\n        self.scaler = torch.amp.GradScaler('cuda')\n    def opt_step(self):\n        for opt in self.optimizers:\n            self.scaler.step(opt)\n            self.scaler.update()\n", [10]),
+    'amp007_twice_in_a_row': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n    scaler.update()\n", [7]),
+    'amp007_exclusive_arms_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    if use_a:\n        scaler.step(o1)\n        scaler.update()\n    else:\n        scaler.step(o2)\n        scaler.update()\n", []),
+    'amp007_picks_one_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(optimizers, optim_idx):\n    for i, opt in enumerate(optimizers):\n        if i != optim_idx:\n            continue\n        scaler.step(opt)\n        scaler.update()\n", []),
+    'amp007_backward_in_method_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nclass T:\n    def __init__(self):\n        self.scaler = torch.amp.GradScaler('cuda')\n    def backward(self, loss):\n        self.scaler.scale(loss).backward()\n    def fit(self):\n        for x in self.loader:\n            self.backward(self.model(x))\n            self.scaler.step(self.opt)\n            self.scaler.update()\n", []),
+    'amp007_backward_in_unknown_helper_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    do_backward(scaler, model(x))\n    scaler.step(opt)\n    scaler.update()\n", []),
+    'amp007_oom_retry_valid': ('import torch\nscaler = torch.amp.GradScaler(\'cuda\')\n\nfor x in loader:\n    try:\n        scaler.scale(model(x)).backward()\n    except RuntimeError:\n        print("oom")\n        continue\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'amp007_update_then_break_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nwhile True:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n    if done():\n        break\n", []),
+    'amp007_if_update_then_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    if early:\n        scaler.update()\n    scaler.update()\n", [8]),
+    'amp007_nested_step_loop_then_update_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    for opt in optimizers:\n        scaler.unscale_(opt)\n        scaler.step(opt)\n    scaler.update()\n", []),
+    'amp007_update_before_backward_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.update()\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n", []),
+    'amp007_update_between_step_and_unscale': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(o1)\n    scaler.update()\n    scaler.unscale_(o2)\n    clip(o2)\n    scaler.step(o2)\n", [7]),
+    'amp007_step_helper_called_per_optimizer': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nclass T:\n    def __init__(self):\n        self.scaler = torch.amp.GradScaler('cuda')\n    def _step(self, opt):\n        self.scaler.step(opt)\n        self.scaler.update()\n    def fit(self):\n        for x in self.loader:\n            self.scaler.scale(self.model(x)).backward()\n            self._step(self.opt_a)\n            self._step(self.opt_b)\n", [13]),
+    'amp007_try_finally_update_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    try:\n        scaler.step(opt)\n    finally:\n        scaler.update()\n", []),
+    'amp007_update_in_if_not_amp_path': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    if amp:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n    else:\n        model(x).backward()\n        opt.step()\n", []),
+    'amp007_while_loop_per_opt': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    i = 0\n    while i < len(opts):\n        scaler.step(opts[i])\n        scaler.update()\n        i += 1\n", [9]),
+    'amp007_inner_accum_loop_valid': ('import torch\nscaler = torch.amp.GradScaler(\'cuda\')\n\nfor step_index in range(d_updates):\n    d_opt.zero_grad()\n    for acml_index in range(acml_steps):\n        with torch.autocast("cuda"):\n            loss = model(x)\n        scaler.scale(loss).backward()\n    scaler.step(d_opt)\n    scaler.update()\n', []),
+    'amp007_center_loss_branch': ('import torch\nscaler = torch.amp.GradScaler(\'cuda\')\n\nfor x in loader:\n    with torch.autocast("cuda"):\n        loss = model(x)\n    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n    if use_center:\n        for param in center_criterion.parameters():\n            param.grad.data *= 0.5\n        scaler.step(optimizer_center)\n        scaler.update()\n', [9]),
+    'amp007_hidden_backward_in_unknown_call_next_pass_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    loss = compute(x)\n    engine_backward(loss)\n    scaler.step(opt)\n    scaler.update()\n", []),
+    'amp007_abstract_iteration_valid': ('import torch\nscaler = torch.amp.GradScaler(\'cuda\')\n\nimport abc\nclass Engine(abc.ABC):\n    def __init__(self):\n        self._scaler = torch.amp.GradScaler("cuda")\n    @abc.abstractmethod\n    def _do_iteration(self, data):\n        """Runs the backward."""\n    def train(self, loader):\n        for data in loader:\n            self._do_iteration(data)\n            self._scaler.step(self.opt)\n            self._scaler.update()\n', []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES))
+def test_updates_adversarial(name):
+    src, rows = UPDATES[name]
+    assert [row for row, _ in found("AMP007", src)] == rows

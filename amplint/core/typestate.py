@@ -218,6 +218,56 @@ class ScalerStates:
         return min(hits, key=lambda o: o.event.seq) if hits else None
 
 
+def skipped_step(states: ScalerStates, u):
+    """(step, guards) when the update ``u`` runs, under some outcome of the step's own branch
+    tests, with no step or ``unscale_`` since the last update (CLEAR on every path consistent
+    with those outcomes), while under another the step precedes it: ``guards`` are the branch
+    literals that condition the step and not the update. Else None."""
+    at = states.on_entry(u.stmt)
+    steps = sorted({o.event for v in at.values() if (o := Open.of(v)) is not None and o.event.kind == "step"}, key=lambda e: e.seq)
+    if not steps or CLEAR not in at.values():
+        return None
+    s = steps[-1]
+    g = guard_lits(s, u)
+    if not g or _per_item(s, g, u):
+        return None
+    return s, g
+
+
+def _per_item(step, lits, u) -> bool:
+    """The step's condition reads the variable of a loop the update is not in
+    (``for key in self.optimizers: if names and key not in names: continue`` or
+    ``if self.optimizer_types[key] == "adam": scaler.step(...)``): it may hold on some
+    items and not others, and whether any item steps is unknown."""
+    groups = {lit.group for lit in lits}
+    for lp in step.ctx.loops:
+        if lp in u.ctx.loops or not lp.targets:
+            continue
+        for n in ast.walk(lp.node):
+            if isinstance(n, ast.If) and id(n) in groups:
+                if any(isinstance(x, ast.Name) and x.id in lp.targets for x in ast.walk(n.test)):
+                    return True
+    return False
+
+
+def accumulation_guard(lit) -> bool:
+    k = (lit.key or "").lower()
+    return "%" in k or "accum" in k or "sync_grad" in k
+
+
+def guard_lits(s, u) -> list:
+    """The branch literals that condition ``s`` but not ``u`` (a literal with the same test
+    and polarity on ``u``, from another ``if`` with the same condition, guards both)."""
+    out = []
+    for lit in s.ctx.lits:
+        if lit in u.ctx.lits:
+            continue
+        if lit.key is not None and any(x.key == lit.key and x.pol == lit.pol for x in u.ctx.lits):
+            continue
+        out.append(lit)
+    return out
+
+
 def show(state) -> str:
     """A state for people: ``clear``, ``unknown``, or the open events (``step@12, unscale_@10``)."""
     if state == CLEAR:
@@ -279,3 +329,266 @@ def _may_drive(model, call, key, unseen: str) -> bool:
     if unseen == "update":
         return any(model.may_update(callee, k) for k in keys)
     return any(e.kind == "step" and e.scaler in keys for e in callee.events)
+
+
+# ---------------------------------------------------------------------------------------------
+# Updates that close an iteration too early: which ``update()`` calls reach a statement.
+
+_KILLS = ("backward", "framework_backward")  # a backward: the gradients of a new iteration
+# Methods that never run a backward, whatever object they are called on (a scheduler's or an
+# optimizer's ``step()``, a progress bar's or an EMA's ``update()``, logging, tensor reads).
+_HARMLESS_METHODS = frozenset((
+    "zero_grad", "step", "update", "item", "detach", "cpu", "cuda", "to", "numpy", "tolist", "append", "extend",
+    "add_scalar", "log", "info", "debug", "warning", "set_postfix", "set_description", "get_scale", "get_last_lr",
+    "state_dict", "keys", "values", "items", "get", "format", "join", "is_enabled",
+))
+_HARMLESS_CALLS = frozenset((
+    "print", "len", "range", "enumerate", "zip", "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
+    "round", "sum", "any", "all", "float", "int", "str", "bool", "list", "dict", "tuple", "set", "sorted", "reversed",
+))
+
+
+_LOOP_STMTS = (ast.For, ast.AsyncFor, ast.While)
+UNFOLLOWED = "unfollowed"  # a call we cannot follow
+
+
+def _through(call, g) -> CallUpdate:
+    """The update ``g`` (an event or a ``CallUpdate`` inside the callee) as seen at ``call``."""
+    if isinstance(g, CallUpdate):
+        return g if g.call is call else CallUpdate(call, g.inner, g.where)
+    return CallUpdate(call, g)
+
+
+def _placeholder(node) -> bool:
+    """An abstract method, or a body of only a docstring, ``pass``, ``...`` and ``raise``: what
+    the call runs is an override we do not see."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if any((d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")) == "abstractmethod" for d in node.decorator_list):
+        return True
+    return all(isinstance(s, (ast.Pass, ast.Raise)) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in node.body)
+
+
+def explicit_update(e) -> bool:
+    """``scaler.update(new_scale)``: sets the scale, reads no inf checks (not a protocol event)."""
+    return e.kind == "update" and isinstance(e.node, ast.Call) and bool(e.node.args or e.node.keywords)
+
+
+class CallUpdate:
+    """A call that leaves the scaler updated: it stands for the ``update()`` inside it
+    (``inner``, an event of this file; None for a function of another module, ``where``)."""
+
+    __slots__ = ("call", "inner", "where", "seq", "node", "stmt")
+
+    def __init__(self, call, inner, where=None):
+        self.call, self.inner, self.where = call, inner, where
+        self.seq, self.node, self.stmt = call.seq, call.node, call.stmt
+
+
+class UpdateReach:
+    """The updates of one scaler that reach each protocol event of a function with no backward
+    in between: a may-analysis over the CFG, like reaching definitions. An ``update()`` that
+    reaches a ``step()``/``unscale_()`` (or another ``update()``) of the same scaler closed the
+    iteration before that event ran: the event works on gradients of the iteration the update
+    already closed. A fact is (update, loops): the loops around the update whose back edge its
+    path took. Loops are taken to run at least once.
+
+    Every backward (scaled or not, a framework's) kills every fact. A call we cannot follow
+    (builtins, ``torch.*`` functions other than autograd's, the scaler's and the optimizers' own
+    methods and a few methods that never run a backward are known not to run one) kills the
+    facts that went round a loop: the next pass's forward and backward run between them and
+    the event, and either may hide in such a call; between two statements of one pass it is
+    not taken for a backward (``step(o1); update(); helper(); step(o2)``). A call to a walked
+    function of this file is read from its summary (this same analysis run on it from an entry
+    fact): whether an update reaching the call reaches an event inside it, whether the fact
+    survives the call, and which of its updates reach its exit (the call then stands for them,
+    as a ``CallUpdate``). A function of another module is read from its project summary. An
+    abstract method is not followed (an override runs). Unknown is silent: a path we cannot
+    read is a path on which nothing is reported."""
+
+    ENTRY = "entry"
+
+    def __init__(self, model, func, keys, cfg: CFG | None = None, _stack=()):
+        self.model, self.func, self.keys = model, func, frozenset(keys)
+        self.cfg = cfg if cfg is not None else build(func.node)
+        self._stack = (*_stack, func.fid)
+        self._effects = self._collect()
+        self.reach: dict[int, frozenset] = {}  # id(event) -> the facts reaching it
+        self.exit: frozenset = frozenset()
+        self._solve()
+
+    def _collect(self) -> dict[int, list]:
+        f, keys = self.func, self.keys
+        out: dict[int, list] = {}
+        for e in f.events:
+            if e.stmt is None:
+                continue
+            if e.kind in _KILLS:
+                out.setdefault(id(e.stmt), []).append((e.seq, "kill", e))
+            elif e.scaler in keys and e.kind in ("step", "unscale", "update") and not explicit_update(e):
+                if e.kind == "step" and isinstance(e.node, ast.Call) and (len(e.node.args) > 1 or e.node.keywords):
+                    out.setdefault(id(e.stmt), []).append((e.seq - 0.5, "kill", e))  # step(opt, closure): it runs the closure's backward
+                out.setdefault(id(e.stmt), []).append((e.seq, "use", e))
+        for c in f.calls:
+            if c.stmt is None:
+                continue
+            eff = self._call_effect(c)
+            if eff is UNFOLLOWED:
+                out.setdefault(id(c.stmt), []).append((c.seq, "call", (c, UNFOLLOWED)))
+            elif eff is not None:
+                out.setdefault(id(c.stmt), []).append((c.seq, "call", (c, *eff)))
+        for v in out.values():
+            v.sort(key=lambda t: t[0])
+        return out
+
+    def _call_effect(self, c):
+        """None: the call cannot touch the iteration. Else (uses, passes, gens): the events
+        inside it that an update reaching the call reaches, whether the facts survive it, and
+        the updates it leaves reaching its exit."""
+        m = self.model
+        callee = m.resolve_callee(c)
+        if callee is None:
+            return None if self._harmless(c) else self._project_effect(c)
+        if not callee.walked or callee.fid in self._stack or len(self._stack) > 4 or _placeholder(callee.node):
+            return UNFOLLOWED  # (a placeholder: the override that runs is elsewhere)
+        keys = set(self.keys) if any(k[0] in ("A", "G") for k in self.keys) else set()
+        for pos, k in c.arg_keys:
+            if k in self.keys:
+                name = m._param_for(callee, pos)
+                if name is None:
+                    return ((), False, ())  # handed on through *args/**kwargs
+                keys.add(("L", callee.fid, name))
+        memo = m.__dict__.setdefault("_update_reach", {})
+        mk = (callee.fid, frozenset(keys))
+        if mk not in memo:
+            inner = UpdateReach(m, callee, keys, _stack=self._stack)
+            uses = tuple(inner.events[i] for i, facts in inner.reach.items() if any(u is self.ENTRY for u, _l in facts))
+            passes = any(u is self.ENTRY for u, _l in inner.exit)
+            gens = tuple(u for u, _l in inner.exit if u is not self.ENTRY)
+            memo[mk] = (uses, passes, gens)
+        uses, passes, gens = memo[mk]
+        return None if passes and not uses and not gens else (uses, passes, gens)
+
+    def _project_effect(self, c):
+        """A function of another module, read from its composed summary: whether it runs a
+        backward, and the GradScaler calls it makes on the scaler handed to it (a helper that
+        steps and updates is taken to step first)."""
+        hit = self.model.project_callee(c)
+        if hit is None:
+            return UNFOLLOWED
+        path, summary, facts = hit
+        ops = set()
+        for pos, k in c.arg_keys:
+            if k in self.keys:
+                ops |= facts.scaler_ops.get(summary.param_at(pos) or "", set())
+        uses, gens = bool(ops & {"step", "unscale"}), "update" in ops
+        if facts.backward:
+            return (), False, (CallUpdate(c, None, path),) if gens else ()
+        if not uses and not gens:
+            return None
+        return (c,) if uses else (), not gens, (CallUpdate(c, None, path),) if gens else ()
+
+    def _harmless(self, c) -> bool:
+        m, f = self.model, self.func
+        fn = c.node.func
+        if isinstance(fn, ast.Name):
+            return fn.id in _HARMLESS_CALLS and fn.id not in f.locals
+        q = c.qualname or ""
+        if q.startswith("torch.") and not q.startswith("torch.autograd"):
+            return True
+        if isinstance(fn, ast.Attribute):
+            if fn.attr in _HARMLESS_METHODS or m.key_of_expr(fn.value, f) in self.keys:
+                return True
+            return m.is_optimizer(fn.value, f)
+        return False
+
+    def transfer(self, stmt, facts, record: dict | None = None):
+        for _seq, what, x in self._effects.get(id(stmt), ()):
+            if what == "kill":
+                facts = frozenset()
+            elif what == "use":
+                if record is not None:
+                    record[id(x)] = facts
+                    self.events[id(x)] = x
+                if x.kind == "update":
+                    facts = frozenset({(x, ())})
+            elif x[1] is UNFOLLOWED:
+                facts = frozenset(f for f in facts if not f[1])  # (see the class docstring)
+            else:
+                c, uses, passes, gens = x
+                if record is not None and uses:  # the call steps (or updates) what reaches it
+                    record[id(c)] = facts
+                    self.events[id(c)] = c
+                facts = (facts if passes else frozenset()) | {(_through(c, g), ()) for g in gens}
+        return facts
+
+    def _edge(self, n, succ, facts):
+        s = n.stmt
+        if isinstance(s, (ast.Try, getattr(ast, "TryStar", ast.Try))) and s.body and succ is not self.cfg.node_of.get(id(s.body[0])):
+            return frozenset()  # into a handler before the body ran: the body's statements carry it
+        if isinstance(succ.stmt, (ast.For, ast.AsyncFor, ast.While)) and s is not None and self.cfg.loop_of.get(id(s)) is not None:
+            if succ.stmt in self.cfg.loops_around(s):  # a back edge: tag the updates it takes round
+                return frozenset(
+                    (u, (*loops, succ.stmt) if u is not self.ENTRY and succ.stmt not in loops and succ.stmt in self.cfg.loops_around(u.stmt) else loops)
+                    for u, loops in facts
+                )
+        return facts
+
+    def _into(self, n, after) -> frozenset:
+        """The facts on entry to ``n``. A loop is taken to run at least once: its exit edge
+        carries only what went round it (a ``for acc in range(accum_steps):`` holding the
+        backward is not skipped)."""
+        out = frozenset()
+        for p in n.pred:
+            if p.index not in after:
+                continue
+            if isinstance(p.stmt, _LOOP_STMTS) and (n.stmt is None or p.stmt not in self.cfg.loops_around(n.stmt)):
+                for q in p.pred:
+                    if q.index in after and q.stmt is not None and p.stmt in self.cfg.loops_around(q.stmt):
+                        out |= self._edge(p, n, self._edge(q, p, after[q.index]))
+                continue
+            out |= self._edge(p, n, after[p.index])
+        return out
+
+    def _solve(self) -> None:
+        cfg = self.cfg
+        start = frozenset({(self.ENTRY, ())})
+        after: dict[int, frozenset] = {cfg.entry.index: start}
+        work = list(cfg.entry.succ)
+        budget = 60 * max(1, len(cfg.nodes))
+        while work and budget:
+            budget -= 1
+            n = work.pop()
+            facts = self._into(n, after)
+            out = self.transfer(n.stmt, facts) if n.stmt is not None else facts
+            if n.index in after and after[n.index] == out:
+                continue
+            after[n.index] = out
+            work.extend(n.succ)
+        self.events: dict[int, object] = {}
+        if work:  # no fixpoint within the budget: nothing is known
+            return
+        record: dict[int, frozenset] = {}
+        for n in cfg.nodes:
+            if n.stmt is not None:
+                self.transfer(n.stmt, self._into(n, after), record)
+        self.reach = record
+        self.exit = after.get(cfg.exit.index, frozenset())
+
+    def premature(self):
+        """(update, event, loops) for each update of this function that reaches a later
+        protocol event inside every loop the update is in: the update, the first event it
+        reaches, and the loops its path went round (empty: later in the same pass)."""
+        out = {}
+        around = self.cfg.loops_around
+        for i, facts in self.reach.items():
+            e = self.events[i]
+            for u, loops in facts:
+                if u is self.ENTRY or u is e or (isinstance(u, CallUpdate) and u.call is e):
+                    continue  # (an update reaching itself round a loop with nothing else in it)
+                if not set(around(u.stmt)) <= set(around(e.stmt)):
+                    continue  # after a loop the update is in (a flush of what the last passes left)
+                prev = out.get(id(u))
+                if prev is None or (bool(prev[2]), prev[1].seq) > (bool(loops), e.seq):
+                    out[id(u)] = (u, e, loops)
+        return sorted(out.values(), key=lambda t: t[0].seq)

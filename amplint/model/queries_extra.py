@@ -240,3 +240,72 @@ def fresh_run_loop(loop_node, scope: dict, text) -> bool:
                     if name and ((OPTIMIZER_NAME.search(name) and "sched" not in name.lower()) or MODEL_NAME.search(name)):
                         return True
     return False
+
+
+def names_in(nodes):
+    """The names read in ``nodes``."""
+    for n in nodes:
+        for x in ast.walk(n):
+            if isinstance(x, ast.Name):
+                yield x.id
+
+
+def one_pass_per_call(model, f, loop) -> bool:
+    """Does ``loop`` run its body for one item per call: a loop over a dict that holds one
+    optimizer (``_one_optimizer``), or one that skips every item but the one of this turn
+    (``_picks_one``)?"""
+    return _one_optimizer(model, f, loop) or _picks_one(loop)
+
+
+def _one_optimizer(model, f, loop) -> bool:
+    """Does the loop go over ``self.<attr>`` (``.keys()``/``.values()``/``.items()``, directly or
+    through one local: ``names = self.optimizers.keys()``), a dict that the file fills with
+    one literal key only (``self.optimizers["model"] = ...``)? Then it runs once."""
+    it = getattr(loop.node, "iter", None)
+    if isinstance(it, ast.Name):
+        vals = [a.value for a in model.assigns.get(model.key_of_expr(it, f), ()) if a.func is f]
+        it = vals[0] if len(vals) == 1 else None
+    if isinstance(it, ast.ListComp) and len(it.generators) == 1:
+        it = it.generators[0].iter
+        if isinstance(it, ast.Name):
+            vals = [a.value for a in model.assigns.get(model.key_of_expr(it, f), ()) if a.func is f]
+            it = vals[0] if len(vals) == 1 else None
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("keys", "values", "items") and not it.args:
+        it = it.func.value
+    if not (isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == f.self_name):
+        return False
+    attr, keys = it.attr, set()
+    for n in ast.walk(model.tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)) and _is_attr(n.value, attr):
+            if not (isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)):
+                return False
+            keys.add(n.slice.value)
+        elif isinstance(n, ast.Assign) and any(_is_attr(t, attr) for t in n.targets):
+            v = n.value
+            if isinstance(v, ast.Dict) and v.keys:
+                return False
+            if not isinstance(v, (ast.Dict, ast.DictComp)):
+                return False  # a list, a call: its length is unknown
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("update", "setdefault", "append", "extend") and _is_attr(n.func.value, attr):
+            return False
+    return len(keys) == 1
+
+
+def _is_attr(node, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
+def _picks_one(loop) -> bool:
+    """``for i, opt in enumerate(optimizers): if i != optim_idx: continue`` (the ``and``ed
+    ``optim_idx is not None`` included): the body runs for the one optimizer of this turn."""
+    body = getattr(loop.node, "body", [])
+    first = body[0] if body else None
+    if not (isinstance(first, ast.If) and len(first.body) == 1 and isinstance(first.body[0], ast.Continue) and not first.orelse):
+        return False
+    tests = first.test.values if isinstance(first.test, ast.BoolOp) and isinstance(first.test.op, ast.And) else [first.test]
+    return any(
+        isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.NotEq)
+        and any(isinstance(x, ast.Name) and x.id in loop.targets for x in (t.left, *t.comparators))
+        for t in tests
+    )
+

@@ -1,18 +1,13 @@
 from __future__ import annotations
 
 import ast
+import os
 
+from amplint.core.typestate import CallUpdate, ScalerStates, UpdateReach, accumulation_guard, explicit_update, skipped_step
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
-from amplint.model.queries_extra import abandons
+from amplint.model.queries_extra import names_in, one_pass_per_call
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, scaler_text, stmt_anchor
-
-SCALER_KINDS = ("step", "unscale", "update")
-
-
-def accumulation_guard(lit) -> bool:
-    k = (lit.key or "").lower()
-    return "%" in k or "accum" in k or "sync_grad" in k
 
 
 class RepeatedScalerUpdate(Rule):
@@ -25,8 +20,11 @@ class RepeatedScalerUpdate(Rule):
 ## What it does
 Checks for a `GradScaler.update()` that runs more than once per training iteration:
 between the steps of two optimizers that share one backward, inside a loop over the
-optimizers, or on every micro-batch while `scaler.step()` runs only under a gradient
-accumulation guard.
+optimizers, in a step helper of the file called once per optimizer, or on every micro-batch
+while `scaler.step()` runs only under a gradient accumulation guard. An update is reported
+when another `step()`, `unscale_()` or `update()` of its scaler follows it, later in the pass
+or on the next pass of a loop, with no backward in between; a call that may run a backward
+(one amplint cannot follow) counts as one.
 
 ## Why is this bad?
 `update()` must run once per iteration, after every optimizer stepped.
@@ -39,7 +37,7 @@ accumulation guard.
 
 A second backward pass after the first update (`step(opt_d); update();
 scaler.scale(loss_g).backward(); step(opt_g); update()`) is a new scaler iteration and is
-not reported, nor is a loop over (optimizer, loss) pairs whose every pass runs its own
+not reported (an unscaled one is AMP005's), nor is a loop over (optimizer, loss) pairs whose every pass runs its own
 scaled backward, step and update (a full scaler iteration per pair), nor two scalers each
 updated once, nor `scaler.update(new_scale)` (it only sets the scale; measured: no error
 after the real update).
@@ -202,6 +200,32 @@ def train_one_epoch(model, loader, optimizers, scaler: torch.amp.GradScaler):
                 scaler.step(optimizer)
                 scaler.update()
 """,
+        # the backward runs in a method of the object: each pass is a new iteration
+        """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def backward(self, loss):
+        self.scaler.scale(loss).backward()
+    def fit(self):
+        for x in self.loader:
+            self.backward(self.model(x))
+            self.scaler.step(self.opt)
+            self.scaler.update()
+""",
+        # a backward that runs out of memory is skipped with `continue`
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    try:
+        scaler.scale(model(x)).backward()
+    except RuntimeError:
+        continue
+    scaler.step(opt)
+    scaler.update()
+""",
     ]
     invalid = [
         Invalid(
@@ -269,16 +293,63 @@ for i, x in enumerate(loader):
         opt.zero_grad()
 """,
         ),
+        # a step helper that also updates, called once per optimizer
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def _step(self, opt):
+        self.scaler.step(opt)
+        self.scaler.update()
+    def fit(self):
+        for x in self.loader:
+            self.scaler.scale(self.model(x)).backward()
+            self._step(self.opt_a)
+            self._step(self.opt_b)
+""",
+        ),
+        # a while loop over the optimizers
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x in loader:
+    scaler.scale(model(x)).backward()
+    i = 0
+    while i < len(optimizers):
+        scaler.step(optimizers[i])
+        scaler.update()
+        i += 1
+""",
+        ),
     ]
 
     def check(self, model):
+        """An update that another ``step()``/``unscale_()``/``update()`` of its scaler reaches
+        with no backward in between (the core's reaching updates: later in the same pass, or on
+        the next pass of a loop), and an update that runs on every micro-batch while the step
+        runs under an accumulation guard (the core's typestate, as AMP011 asks it)."""
         for f in model.funcs:
-            # update(new_scale) only sets the scale (no inf checks needed): not a repeat
-            ups = [e for e in f.events if e.kind == "update" and not _explicit(e)]
-            if not ups:
-                continue
+            ups = [e for e in f.events if e.kind == "update" and not explicit_update(e)]
+            keys = {e.scaler for e in ups} | {k for c in f.calls for _p, k in c.arg_keys if model.is_scaler(k)}  # (helpers)
+            if any(model.resolve_callee(c) is not None for c in f.calls):  # a method may update the object's scaler
+                keys |= {e.scaler for e in f.events if e.scaler is not None and e.scaler[0] in ("A", "G")}
+            done = set()
+            for key in sorted(keys, key=str):
+                for u, e, loops in UpdateReach(model, f, {key}).premature():
+                    d = self._premature(model, f, key, u, e, loops)
+                    if d is not None:
+                        done.add(id(u))
+                        yield d
+            states = {}
             for u in ups:
-                d = self._between_steps(model, f, u) or self._per_optimizer(model, f, u) or self._per_micro_batch(model, f, u)
+                if id(u) in done:
+                    continue
+                if u.scaler not in states:
+                    states[u.scaler] = ScalerStates(model, f, u.scaler, unseen="step")
+                d = self._per_micro_batch(model, f, u, states[u.scaler])
                 if d is not None:
                     yield d
 
@@ -286,173 +357,53 @@ for i, x in enumerate(loader):
         st = scaler_text(model, f, u.scaler)
         return f"`{st}.update()` {why}; call it once per iteration, after the last `{st}.step()`"
 
-    def _between_steps(self, model, f, u):
-        nxt = None
-        for e in f.events:
-            if e.seq <= u.seq or e.scaler != u.scaler or not e.co_occurs(u):
-                continue
-            if e.kind == "backward" and e.scaled:
-                return None  # a new scaled backward: a new scaler iteration
-            if e.kind in SCALER_KINDS and not _explicit(e):
-                loop = model.iteration_loop(e)
-                if (loop is None and not u.loops) or (loop is not None and loop in u.loops):
-                    nxt = e
-                    break
-        if nxt is None:
-            return None
-        jump = abandons(model, f, u.stmt)
-        if jump is not None and nxt.node.lineno > (jump.end_lineno or jump.lineno):
-            return None  # `scaler.update(); break`: the later step is not reached on this path
+    def _premature(self, model, f, key, u, e, loops):
+        st = scaler_text(model, f, key)
+        if isinstance(u, CallUpdate):
+            name = model.text(u.call.node.func)
+            inner = (f"`{scaler_text(model, f, u.inner.scaler)}.update()`, line {u.inner.node.lineno}" if u.inner is not None
+                     else f"its `update()`, in `{os.path.basename(u.where)}`")
+            msg = (f"`{name}()` updates the scaler ({inner}) before another "
+                   f"`step()` of the same iteration (line {e.node.lineno}, with no backward in between); call "
+                   f"`update()` once per iteration, after the last `{st}.step()`")
+            return None if loops else self.diagnostic(model, u.call.node, msg, None, u.stmt)
+        if not loops:
+            if hasattr(e, "ctx") and not e.co_occurs(u):
+                return None
+            fix = None
+            later = [x for x in f.events if x.kind == "update" and not explicit_update(x) and x.scaler == u.scaler
+                     and x.seq > e.seq and x.co_occurs(u) and x.loops == u.loops]
+            if later and is_simple_call_stmt(u) and getattr(e, "kind", None) != "update":
+                fix = Fix("safe", "Remove this `update()`; the last one stays", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
+            elif getattr(e, "kind", None) == "update" and is_simple_call_stmt(u) and u.loops == e.loops:
+                fix = Fix("safe", "Remove the repeated `update()`", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
+            why = ("is called twice in one iteration (raises `No inf checks were recorded prior to update.`)"
+                   if getattr(e, "kind", None) == "update" else "runs before another `step()`/`unscale_()` of the same iteration")
+            return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt)
+        loop = next((lp for lp in u.loops if lp.node is loops[0]), None)
+        if loop is None or one_pass_per_call(model, f, loop):
+            return None  # the loop runs once per call, or steps one optimizer per pass
+        per_opt = getattr(e, "kind", None) == "step" and any(t in loop.targets for t in names_in(e.node.args[:1]))
         fix = None
-        later = [
-            x for x in f.events
-            if x.kind == "update" and not _explicit(x) and x.scaler == u.scaler and x.seq > nxt.seq and x.co_occurs(u) and x.loops == u.loops
-        ]
-        if later and is_simple_call_stmt(u) and nxt.kind != "update":
-            fix = Fix("safe", "Remove this `update()`; the last one stays", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
-        elif nxt.kind == "update" and is_simple_call_stmt(u) and u.loops == nxt.loops:
-            fix = Fix("safe", "Remove the repeated `update()`", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
-        why = "runs before another `step()`/`unscale_()` of the same iteration" if nxt.kind != "update" else "is called twice in one iteration (raises `No inf checks were recorded prior to update.`)"
+        outer_after = [x for x in f.events if x.kind == "update" and not explicit_update(x) and x.scaler == u.scaler and x.seq > u.seq and loop not in x.loops]
+        if per_opt and is_simple_call_stmt(u) and not outer_after and u.loops[-1] is loop and isinstance(loop.node, ast.For):
+            fix = Fix("safe", "Move `update()` after the loop over the optimizers",
+                      (ReplaceStatement(stmt_anchor(model, u.stmt), ""), InsertStatement(stmt_anchor(model, loop.node), f"{st}.update()")))
+        why = ("runs once per optimizer in the loop over the optimizers" if per_opt else
+               f"runs on every pass of the loop at line {loop.node.lineno}, and the next pass steps again with no backward in between")
         return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt)
 
-    def _per_optimizer(self, model, f, u):
-        for loop in u.loops:
-            steps = [
-                s for s in f.events
-                if s.kind == "step" and s.scaler == u.scaler and loop in s.loops and s.seq < u.seq
-                and s.optimizer and any(t in loop.targets for t in _names(s.node.args[:1]))
-            ]
-            if not steps:
-                continue
-            if _one_optimizer(model, f, loop) or _picks_one(loop):
-                continue  # the loop steps one optimizer: one in the collection, or one picked per pass
-            if any(
-                b.kind == "backward" and b.scaled and b.scaler == u.scaler and loop in b.loops and b.seq < steps[0].seq
-                for b in f.events
-            ):
-                # each pass runs its own scaled backward: a full scaler iteration per
-                # (optimizer, loss) pair, not one iteration with several updates
-                continue
-            fix = None
-            outer_after = [
-                x for x in f.events if x.kind == "update" and not _explicit(x) and x.scaler == u.scaler and x.seq > u.seq and loop not in x.loops
-            ]
-            if is_simple_call_stmt(u) and not outer_after and u.loops[-1] is loop and isinstance(loop.node, ast.For):
-                st = scaler_text(model, f, u.scaler)
-                fix = Fix(
-                    "safe",
-                    "Move `update()` after the loop over the optimizers",
-                    (
-                        ReplaceStatement(stmt_anchor(model, u.stmt), ""),
-                        InsertStatement(stmt_anchor(model, loop.node), f"{st}.update()"),
-                    ),
-                )
-            return self.diagnostic(
-                model, u.node, self._msg(model, f, u, "runs once per optimizer in the loop over the optimizers"), fix, u.stmt
-            )
-        return None
-
-    def _per_micro_batch(self, model, f, u):
-        for s in f.events:
-            if s.kind != "step" or s.scaler != u.scaler or s.seq > u.seq or not s.co_occurs(u):
-                continue
-            loop = model.iteration_loop(s)
-            if loop is None or loop not in u.loops:
-                continue
-            guards = [lit for lit in s.ctx.lits - u.ctx.lits if accumulation_guard(lit)]
-            if not guards:
-                continue
-            # an unguarded step in the same iteration would make this update legitimate
-            if any(
-                x.kind == "step" and x.scaler == u.scaler and x.co_occurs(u) and not (set(guards) & x.ctx.lits)
-                and loop in x.loops
-                for x in f.events
-            ):
-                return None
-            last = [x for x in f.events if x.kind == "step" and x.scaler == u.scaler and set(guards) <= x.ctx.lits and x.loops == s.loops][-1]
-            fix = None
-            if is_simple_call_stmt(u) and is_simple_call_stmt(last):
-                st = scaler_text(model, f, u.scaler)
-                fix = Fix(
-                    "safe",
-                    "Move `update()` under the accumulation guard, after the step",
-                    (
-                        ReplaceStatement(stmt_anchor(model, u.stmt), ""),
-                        InsertStatement(stmt_anchor(model, last.stmt), f"{st}.update()"),
-                    ),
-                )
-            return self.diagnostic(
-                model,
-                u.node,
-                self._msg(model, f, u, "runs on every micro-batch but `step()` only under the accumulation guard "
-                          "(raises `No inf checks were recorded prior to update.`)"),
-                fix,
-                u.stmt,
-            )
-        return None
-
-
-def _explicit(e) -> bool:
-    """``scaler.update(new_scale)``: sets the scale, reads no inf checks."""
-    return e.kind == "update" and isinstance(e.node, ast.Call) and bool(e.node.args or e.node.keywords)
-
-
-def _names(nodes):
-    for n in nodes:
-        for x in ast.walk(n):
-            if isinstance(x, ast.Name):
-                yield x.id
-
-
-def _one_optimizer(model, f, loop) -> bool:
-    """Does the loop go over ``self.<attr>`` (``.keys()``/``.values()``/``.items()``, directly or
-    through one local: ``names = self.optimizers.keys()``), a dict that the file fills with
-    one literal key only (``self.optimizers["model"] = ...``)? Then it runs once."""
-    it = getattr(loop.node, "iter", None)
-    if isinstance(it, ast.Name):
-        vals = [a.value for a in model.assigns.get(model.key_of_expr(it, f), ()) if a.func is f]
-        it = vals[0] if len(vals) == 1 else None
-    if isinstance(it, ast.ListComp) and len(it.generators) == 1:
-        it = it.generators[0].iter
-        if isinstance(it, ast.Name):
-            vals = [a.value for a in model.assigns.get(model.key_of_expr(it, f), ()) if a.func is f]
-            it = vals[0] if len(vals) == 1 else None
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("keys", "values", "items") and not it.args:
-        it = it.func.value
-    if not (isinstance(it, ast.Attribute) and isinstance(it.value, ast.Name) and it.value.id == f.self_name):
-        return False
-    attr, keys = it.attr, set()
-    for n in ast.walk(model.tree):
-        if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)) and _is_attr(n.value, attr):
-            if not (isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)):
-                return False
-            keys.add(n.slice.value)
-        elif isinstance(n, ast.Assign) and any(_is_attr(t, attr) for t in n.targets):
-            v = n.value
-            if isinstance(v, ast.Dict) and v.keys:
-                return False
-            if not isinstance(v, (ast.Dict, ast.DictComp)):
-                return False  # a list, a call: its length is unknown
-        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("update", "setdefault", "append", "extend") and _is_attr(n.func.value, attr):
-            return False
-    return len(keys) == 1
-
-
-def _is_attr(node, attr: str) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "self"
-
-
-def _picks_one(loop) -> bool:
-    """``for i, opt in enumerate(optimizers): if i != optim_idx: continue`` (the ``and``ed
-    ``optim_idx is not None`` included): the body runs for the one optimizer of this turn."""
-    body = getattr(loop.node, "body", [])
-    first = body[0] if body else None
-    if not (isinstance(first, ast.If) and len(first.body) == 1 and isinstance(first.body[0], ast.Continue) and not first.orelse):
-        return False
-    tests = first.test.values if isinstance(first.test, ast.BoolOp) and isinstance(first.test.op, ast.And) else [first.test]
-    return any(
-        isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.NotEq)
-        and any(isinstance(x, ast.Name) and x.id in loop.targets for x in (t.left, *t.comparators))
-        for t in tests
-    )
-
+    def _per_micro_batch(self, model, f, u, states):
+        hit = skipped_step(states, u)
+        if hit is None or not any(accumulation_guard(lit) for lit in hit[1]):
+            return None
+        s, guards = hit
+        last = [x for x in f.events if x.kind == "step" and x.scaler == u.scaler and set(guards) <= x.ctx.lits and x.loops == s.loops][-1]
+        fix = None
+        if is_simple_call_stmt(u) and is_simple_call_stmt(last):
+            st = scaler_text(model, f, u.scaler)
+            fix = Fix("safe", "Move `update()` under the accumulation guard, after the step",
+                      (ReplaceStatement(stmt_anchor(model, u.stmt), ""), InsertStatement(stmt_anchor(model, last.stmt), f"{st}.update()")))
+        why = ("runs on every micro-batch but `step()` only under the accumulation guard "
+               "(raises `No inf checks were recorded prior to update.`)")
+        return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt)

@@ -3,9 +3,9 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
-from amplint.core.typestate import CLEAR, Open, ScalerStates, amp_switch
+from amplint.core.typestate import ScalerStates, accumulation_guard, amp_switch, skipped_step
 from amplint.rules import Invalid, Rule
-from amplint.rules._util import is_simple_call_stmt, same_iteration, scaler_disabled, scaler_text, stmt_anchor
+from amplint.rules._util import is_simple_call_stmt, scaler_disabled, scaler_text, stmt_anchor
 
 
 def _alone(model, stmt) -> bool:
@@ -21,40 +21,6 @@ def _alone_end(model, stmt) -> bool:
     line = model.lines[stmt.end_lineno - 1]
     rest = line[model.char_col(stmt.end_lineno, stmt.end_col_offset):] if line.isascii() else line
     return rest.split("#", 1)[0].strip() == ""
-
-
-def _per_item(step, lits, u) -> bool:
-    """The step's condition reads the variable of a loop the update is not in
-    (``for key in self.optimizers: if names and key not in names: continue`` or
-    ``if self.optimizer_types[key] == "adam": scaler.step(...)``): it may hold on some
-    items and not others, and whether any item steps is unknown."""
-    groups = {lit.group for lit in lits}
-    for lp in step.ctx.loops:
-        if lp in u.ctx.loops or not lp.targets:
-            continue
-        for n in ast.walk(lp.node):
-            if isinstance(n, ast.If) and id(n) in groups:
-                if any(isinstance(x, ast.Name) and x.id in lp.targets for x in ast.walk(n.test)):
-                    return True
-    return False
-
-
-def accumulation_guard(lit) -> bool:
-    k = (lit.key or "").lower()
-    return "%" in k or "accum" in k or "sync_grad" in k
-
-
-def guard_lits(s, u) -> list:
-    """The branch literals that condition ``s`` but not ``u`` (a literal with the same test
-    and polarity on ``u``, from another ``if`` with the same condition, guards both)."""
-    out = []
-    for lit in s.ctx.lits:
-        if lit in u.ctx.lits:
-            continue
-        if lit.key is not None and any(x.key == lit.key and x.pol == lit.pol for x in u.ctx.lits):
-            continue
-        out.append(lit)
-    return out
 
 
 class UpdateWithoutStep(Rule):
@@ -313,14 +279,10 @@ class Trainer:
         """An update that, under some outcome of the step's own branch tests, runs with no
         step or ``unscale_`` since the last update (the typestate is CLEAR there on every path
         consistent with those outcomes), while under another a step precedes it."""
-        at = states.on_entry(u.stmt)
-        steps = sorted({o.event for v in at.values() if (o := Open.of(v)) is not None and o.event.kind == "step"}, key=lambda e: e.seq)
-        if not steps or CLEAR not in at.values():
+        hit = skipped_step(states, u)
+        if hit is None:
             return None
-        s = steps[-1]
-        g = guard_lits(s, u)
-        if not g or _per_item(s, g, u):
-            return None
+        s, g = hit
         if any(accumulation_guard(lit) for lit in g):
             return None  # AMP007
         if any(amp_switch(model, u.scaler, lit.key) for lit in g) or self._amp_switch(model, f, u, g):
