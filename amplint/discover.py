@@ -295,6 +295,8 @@ def _walk(d, prefix, anc, ex, use_gitignore, files, seen, suffixes, stack, dir_s
         entries = sorted(os.scandir(d), key=lambda e: e.name)
     except OSError:
         entries = None
+    if entries is not None and prefix and any(e.name == "CACHEDIR.TAG" for e in entries):
+        return  # a cache directory (amplint's own under another name, pytest's...): never source
     if use_gitignore and (entries is None or any(e.name == ".gitignore" for e in entries)):
         if trace is not None:
             trace.append(_stamp(os.path.join(d, ".gitignore")))

@@ -303,6 +303,27 @@ def test_discovery_honours_gitignore_and_excludes(tmp_path):
     assert got == ["a.py", "deep/z.py", "keep_pb2.py", "sub/b.py"]
 
 
+def test_discovery_skips_cache_directories(tmp_path):
+    """A directory holding a CACHEDIR.TAG (amplint's own cache under a custom --cache-dir name,
+    or any tool's) is never walked: its files are not source and its ``.gitignore`` of ``*``
+    would load pathspec for nothing. Given explicitly as the root, it is walked."""
+    import sys
+
+    from amplint.discover import discover
+    from amplint.settings import Settings
+
+    for rel in ["a.py", "mycache/CACHEDIR.TAG", "mycache/.gitignore", "mycache/x.py", "pkg/b.py"]:
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("*\n" if rel.endswith(".gitignore") else "")
+    sys.modules.pop("pathspec", None)
+    got = sorted(os.path.relpath(f, tmp_path) for f in discover([str(tmp_path)], Settings(root=str(tmp_path))).files)
+    assert got == ["a.py", "pkg/b.py"]
+    assert "pathspec" not in sys.modules
+    inside = discover([str(tmp_path / "mycache")], Settings(root=str(tmp_path / "mycache"))).files
+    assert [os.path.basename(f) for f in inside] == []  # its own .gitignore (`*`) still applies
+
+
 def test_remembered_walk_follows_every_change_to_the_tree(tmp_path, monkeypatch):
     """A warm run reuses the last walk's file list only while no directory it entered and no
     .gitignore it read has changed; each kind of change below must show in the next run."""
