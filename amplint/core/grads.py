@@ -31,7 +31,7 @@ import ast
 import re
 
 from amplint.lazyre import lazy
-from amplint.core.cfg import CFG, build
+from amplint.core.cfg import CFG, of
 from amplint.model.walker import _norm_test
 
 MAX_ASSUMPTIONS = 64
@@ -46,7 +46,7 @@ class GradStates:
 
     def __init__(self, model, func, key, watch=(), cfg: CFG | None = None, plain=(), plain_kills=()):
         self.model, self.func, self.key = model, func, key
-        self.cfg = cfg if cfg is not None else build(func.node)
+        self.cfg = cfg if cfg is not None else of(func)
         self._items = self._collect(watch, plain, plain_kills)
         self._guards = self._guarding_ifs()
         self.before = self._solve()
@@ -86,7 +86,7 @@ class GradStates:
         for n in self.cfg.nodes:
             s = n.stmt
             if isinstance(s, ast.If) and id(s) in self.cfg.arms:
-                if {id(x) for x in ast.walk(s) if x is not s} & self._items.keys():
+                if any(i in self._items for i in self.cfg.under(s) if i != id(s)):
                     k, pol = _norm_test(s.test)
                     if k is not None:
                         out[id(s)] = (k, pol, s.test)
@@ -95,15 +95,20 @@ class GradStates:
     def _varies(self, loop, test) -> bool:
         """May ``test`` change between iterations of ``loop``: it calls something, or names a
         variable or attribute the loop assigns (its target included)?"""
+        memo = (id(loop), id(test))  # asked at every edge into the loop's head: answered once
+        hit = self._varies_memo.get(memo)
+        if hit is not None:
+            return hit
         stored = self._stored.get(id(loop))
         if stored is None:
             stored = self._stored[id(loop)] = {
                 ast.unparse(x) for x in ast.walk(loop) if isinstance(getattr(x, "ctx", None), ast.Store)
             }
-        return any(
+        out = self._varies_memo[memo] = any(
             isinstance(x, ast.Call) or (isinstance(x, (ast.Name, ast.Attribute)) and ast.unparse(x) in stored)
             for x in ast.walk(test)
         )
+        return out
 
     @staticmethod
     def transfer(items, state: frozenset) -> frozenset:
@@ -144,7 +149,7 @@ class GradStates:
         if isinstance(succ.stmt, (ast.For, ast.AsyncFor, ast.While)):
             # at the loop's head, forget the outcomes of tests inside it that may change between
             # iterations (``if (i + 1) % accum == 0``); a loop-invariant one (``if use_amp``) holds
-            inside = {id(x) for x in ast.walk(succ.stmt)}
+            inside = self.cfg.under(succ.stmt)
             for a, st in states.items():
                 b = frozenset(x for x in a if x[2] not in inside or not self._varies(succ.stmt, self._guards[x[2]][2]))
                 out[b] = out.get(b, frozenset()) | st
@@ -157,7 +162,7 @@ class GradStates:
             return None
         inside = self._inside.get(n.index)
         if inside is None:
-            inside = self._inside[n.index] = {id(x) for x in ast.walk(n.stmt) if x is not n.stmt}
+            inside = self._inside[n.index] = self.cfg.under(n.stmt) - {id(n.stmt)}
         return frozenset(
             f for p in n.pred if p.stmt is not None and id(p.stmt) in inside
             for st in after.get(p.index, {}).values() for f in st if f[0] == "W"
@@ -168,6 +173,7 @@ class GradStates:
         self._back_w: dict[int, frozenset] = {}
         self._inside: dict[int, set] = {}
         self._stored: dict[int, set] = {}
+        self._varies_memo: dict[tuple, bool] = {}
         before: dict[int, dict] = {}
         after: dict[int, dict] = {cfg.entry.index: {frozenset(): frozenset()}}
         work = list(cfg.entry.succ)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 
-from amplint.core.cfg import CFG, build
+from amplint.core.cfg import CFG, of
 from amplint.model import amp_ish
 from amplint.model.walker import _norm_test
 
@@ -89,7 +89,7 @@ class ScalerStates:
         self.func = func
         self.key = key
         self.unseen = unseen
-        self.cfg = cfg if cfg is not None else build(func.node)
+        self.cfg = cfg if cfg is not None else of(func)
         self._effects = self._collect()
         self._guards = self._guarding_ifs()
         self.before = self._solve()
@@ -116,8 +116,7 @@ class ScalerStates:
         for n in self.cfg.nodes:
             s = n.stmt
             if isinstance(s, ast.If) and id(s) in self.cfg.arms:
-                inner = {id(x) for x in ast.walk(s) if x is not s}
-                if inner & self._effects.keys():
+                if any(i in self._effects for i in self.cfg.under(s) if i != id(s)):
                     k, pol = _norm_test(s.test)
                     if k is not None:
                         out[id(s)] = (k, pol)
@@ -153,7 +152,7 @@ class ScalerStates:
                     out[b] = _meet(out.get(b), st)
                 return out
         if isinstance(succ.stmt, (ast.For, ast.AsyncFor, ast.While)):
-            inside = {id(x) for x in ast.walk(succ.stmt)}
+            inside = self.cfg.under(succ.stmt)
             out = {}
             for a, st in states.items():
                 b = frozenset(x for x in a if x[2] not in inside)  # (key, pol, id(if), arm)
@@ -410,7 +409,7 @@ class UpdateReach:
 
     def __init__(self, model, func, keys, cfg: CFG | None = None, _stack=()):
         self.model, self.func, self.keys = model, func, frozenset(keys)
-        self.cfg = cfg if cfg is not None else build(func.node)
+        self.cfg = cfg if cfg is not None else of(func)
         self._stack = (*_stack, func.fid)
         self._effects = self._collect()
         self.reach: dict[int, frozenset] = {}  # id(event) -> the facts reaching it

@@ -288,7 +288,7 @@ for i, (x, y) in enumerate(loader):
                 continue
             scaled = [e for e in f.events if e.kind == "backward" and e.scaled]
             kills = [e for e in f.events if e.kind in ("zero_grad", "opt_step")]
-            graph = cfg.build(f.node)
+            graph = cfg.of(f)
             states = {k: GradStates(model, f, k, (), graph, plain, kills) for k in {s.scaler for s in steps}}
             for b in plain:
                 s = next((s for s in steps if s.seq > b.seq and same_iteration(model, b, s)

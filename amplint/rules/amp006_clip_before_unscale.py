@@ -285,7 +285,7 @@ for x in loader:
             reads = list(grad_reads(model, f)) if keys else []
             if not reads:
                 continue
-            graph, seen = cfg.build(f.node), set()
+            graph, seen = cfg.of(f), set()
             for key in keys:
                 states = GradStates(model, f, key, [c for c, _ in reads], graph)
                 steps = [e for e in f.events if e.kind == "step" and e.scaler == key]

@@ -257,7 +257,7 @@ def fit(model, loader, opt, grad_accum):
             graph, states = None, {}
             for e2 in calls[1:]:
                 if e2.scaler not in states:
-                    graph = graph or cfg.build(f.node)
+                    graph = graph or cfg.of(f)
                     states[e2.scaler] = ScalerStates(model, f, e2.scaler, graph)
                 e1 = self._repeated(model, e2, states[e2.scaler].on_entry(e2.stmt))
                 if e1 is None:

@@ -189,7 +189,7 @@ class T:
         for f in model.funcs:
             zs = [z for z in f.events if z.kind == "zero_grad" and model.is_optimizer(z.node.func.value, f)]
             keys = {e.scaler for e in f.events if e.kind == "backward" and e.scaled} if zs else ()
-            graph = cfg.build(f.node) if keys else None
+            graph = cfg.of(f) if keys else None
             seen = set()
             for key in sorted(keys, key=str):
                 states = GradStates(model, f, key, zs, graph)

@@ -345,7 +345,7 @@ for epoch in range(epochs):
             js = jumps(model, f) if keys else ()
             if not js:
                 continue
-            graph = cfg.build(f.node)
+            graph = cfg.of(f)
             for key in sorted(keys, key=repr):
                 states = ScalerStates(model, f, key, graph)
                 for j in js:
