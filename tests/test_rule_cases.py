@@ -309,3 +309,32 @@ UPDATES = {
 def test_updates_adversarial(name):
     src, rows = UPDATES[name]
     assert [row for row, _ in found("AMP007", src)] == rows
+
+
+# ---------------------------------------------------------------- AMP001 on the core's cycles (issue 31)
+# Adversarial loops written with AMP001's move onto amplint/core/cfg.cycle_through (only what
+# runs between one pass's step and the next's counts as an update); the expected count of each
+# was written from the code. The old rule got 10 of 14 (it missed the updates that run only
+# before a `break`/`return`/re-raise, and reported a step every pass leaves the loop after).
+CYCLES = {
+    'amp001_no_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n", [6]),
+    'amp001_update_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n", []),
+    'amp001_update_at_top_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.update()\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n", []),
+    'amp001_update_only_before_break': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor i, x in enumerate(loader):\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    if i == last:\n        scaler.update()\n        break\n", [6]),
+    'amp001_update_only_before_return': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef train(loader):\n    for i, x in enumerate(loader):\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        if i == last:\n            scaler.update()\n            return\n", [7]),
+    'amp001_conditional_update_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor i, x in enumerate(loader):\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    if i % 10 == 0:\n        scaler.update()\n", []),
+    'amp001_step_then_break_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    break\n", []),
+    'amp001_update_in_helper_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef finish(s):\n    s.update()\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    finish(scaler)\n", []),
+    'amp001_unknown_call_with_scaler_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    sync(scaler)\n", []),
+    'amp001_optimizer_loop_update_after_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    for opt in optimizers:\n        scaler.step(opt)\n    scaler.update()\n", []),
+    'amp001_update_in_except_only': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    try:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n    except RuntimeError:\n        scaler.update()\n        raise\n", [7]),
+    'amp001_update_in_finally_ok': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    try:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n    finally:\n        scaler.update()\n", []),
+    'amp001_continue_skips_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    if bad(x):\n        continue\n    scaler.update()\n", []),
+    'amp001_while_no_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nwhile step < n:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    step += 1\n", [6]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CYCLES))
+def test_cycles_adversarial(name):
+    src, rows = CYCLES[name]
+    assert [row for row, _ in found("AMP001", src)] == rows

@@ -162,15 +162,6 @@ def of(func) -> CFG:
     return g
 
 
-def of(func) -> CFG:
-    """The CFG of a model function (``Func``), built once: the analyses and rules that ask for
-    one function's graph share it (it is never changed after it is built)."""
-    g = func.__dict__.get("_cfg")
-    if g is None:
-        g = func._cfg = build(func.node)
-    return g
-
-
 def cycle_through(cfg: CFG, stmt, loop) -> set[int] | None:
     """The ids of the statements on some path from ``stmt`` back to itself that stays inside
     ``loop`` (a loop statement around it): what runs between one pass's ``stmt`` and the next

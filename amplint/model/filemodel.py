@@ -422,9 +422,10 @@ class FileModel:
             return True
         return False
 
-    def may_update(self, func: Func, key: Key, within: Loop | None = None, _seen=None) -> bool:
-        """Can running ``func`` (only the part inside loop ``within`` when given) call
-        ``update()`` on the scaler ``key``? Unknown callees that receive the scaler (or
+    def may_update(self, func: Func, key: Key, within: Loop | None = None, _seen=None, on: set[int] | None = None) -> bool:
+        """Can running ``func`` (only the part inside loop ``within`` when given; of that, only
+        the statements whose ids are in ``on`` when given: the core's cycle through a step)
+        call ``update()`` on the scaler ``key``? Unknown callees that receive the scaler (or
         ``self`` for attribute scalers) count as yes: precision first."""
         if _seen is None:
             _seen = set()
@@ -432,16 +433,16 @@ class FileModel:
             return False
         _seen.add((func.fid, key, id(within)))
 
-        def inside(ctx: Ctx) -> bool:
-            return within is None or within in ctx.loops
+        def inside(ctx: Ctx, stmt=None) -> bool:
+            return (within is None or within in ctx.loops) and (on is None or stmt is None or id(stmt) in on)
 
         for e in func.events:
-            if e.kind == "update" and e.scaler == key and inside(e.ctx):
+            if e.kind == "update" and e.scaler == key and inside(e.ctx, e.stmt):
                 return True
         # the scaler handed to a function of the project (another module): its summary decides
         known_args = set()
         for c in func.calls:
-            if not inside(c.ctx) or not any(k == key for _p, k in c.arg_keys) or self.resolve_callee(c) is not None:
+            if not inside(c.ctx, c.stmt) or not any(k == key for _p, k in c.arg_keys) or self.resolve_callee(c) is not None:
                 continue
             hit = self.project_callee(c)
             if hit is None:
@@ -458,7 +459,7 @@ class FileModel:
             if inside(ctx) and (k == key or (key[0] == "A" and k[0] == "L" and k[2] == func.self_name)):
                 return True
         for c in func.calls:
-            if not inside(c.ctx):
+            if not inside(c.ctx, c.stmt):
                 continue
             callee = self.resolve_callee(c)
             if callee is not None and not callee.walked:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import ast
 
+from amplint.core import cfg
+from amplint.core.cfg import cycle_through
 from amplint.diagnostics import Fix, InsertStatement
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
@@ -27,7 +29,11 @@ never adapts.
 
 An update done elsewhere is recognised: in a `finally:` block, in another method of the
 same class called from the loop, in a helper the scaler is passed to, or by the caller of
-a helper that received the scaler as a parameter.
+a helper that received the scaler as a parameter. Inside a loop, only what runs between one
+pass's `step()` and the next pass's counts (the core's cycle through the step): an update
+that runs only on a pass that then leaves the loop (`update(); break`, `update(); return`,
+an `except` that re-raises) does not, and a step that every pass follows with `break` is
+not repeated.
 
 ## Example
 ```python
@@ -245,6 +251,19 @@ for epoch in range(3):
 """,
             fixed=None,
         ),
+        # the only update runs on the pass that leaves the loop
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, x in enumerate(loader):
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    if i == last:
+        scaler.update()
+        break
+""",
+        ),
     ]
 
     def check(self, model):
@@ -255,8 +274,11 @@ for epoch in range(3):
                 continue  # a scaler handed to the object (`self.scaler = scaler`): its owner updates it, or not
             loop = model.iteration_loop(e)
             if loop is not None:
-                if model.may_update(e.func, key, within=loop):
-                    continue
+                cycle = cycle_through(cfg.of(e.func), e.stmt, loop.node)
+                if cycle is None:
+                    continue  # every pass leaves the loop after this step: it does not repeat
+                if model.may_update(e.func, key, within=loop, on=cycle):
+                    continue  # an update (or a call that may update) between this pass's step and the next's
                 if self._updated_after_inner_loop(model, e, loop):
                     continue
                 if key[0] == "A":
