@@ -131,7 +131,7 @@ class CFG:
     def under(self, stmt) -> frozenset[int]:
         """The ids of every AST node inside ``stmt`` (``stmt`` itself included), computed once:
         the analyses ask it at each edge into a loop head, and a long loop body walked per
-        edge cost one 1,900-line file 35 s."""
+        edge cost one 3,956-line file 35 s."""
         out = self._under.get(id(stmt))
         if out is None:
             out = self._under[id(stmt)] = frozenset(id(x) for x in ast.walk(stmt))
