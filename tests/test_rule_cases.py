@@ -338,3 +338,41 @@ CYCLES = {
 def test_cycles_adversarial(name):
     src, rows = CYCLES[name]
     assert [row for row, _ in found("AMP001", src)] == rows
+
+
+# ---------------------------------------------------------------- AMP004 on the core's live gradients (issue 31)
+# Adversarial loops written before AMP004's move onto amplint/core/grads.GradStates(live=True)
+# (a scaled backward's gradients stay in .grad until a zero_grad() or a later plain backward;
+# update() does not end them); the expected rows were written from the code. The old rule got
+# 18 of 22: it reported a step right after zero_grad(), missed a step at the top of the loop
+# (the previous pass's scaled gradients, for and while) and a plain backward on one path only.
+STEPS = {
+    'plain_step': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    opt.step()\n", [6]),
+    'zero_grad_between_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    opt.zero_grad()\n    opt.step()\n", []),
+    'step_at_top_previous_pass': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    opt.step()\n    scaler.scale(model(x)).backward()\n", [5]),
+    'step_at_top_zero_grad_bottom_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    opt.step()\n    scaler.scale(model(x)).backward()\n    scaler.step(opt2)\n    scaler.update()\n    opt.zero_grad()\n    opt2.zero_grad()\n", []),
+    'plain_backward_on_one_path': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    if aux:\n        aux_loss(x).backward()\n    opt.step()\n", [8]),
+    'zero_grad_on_one_path': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    if reset:\n        opt.zero_grad()\n    opt.step()\n", [8]),
+    'step_after_loop': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\nopt.step()\n", [6]),
+    'backward_before_plain_loop_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nscaler.scale(warm(x)).backward()\nfor x in loader:\n    opt.zero_grad()\n    model(x).backward()\n    opt.step()\n", []),
+    'try_finally_step': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ntry:\n    scaler.scale(model(x)).backward()\nfinally:\n    opt.step()\n", [7]),
+    'critic_after_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n    critic(x).mean().backward()\n    opt_critic.step()\n", []),
+    'second_optimizer_no_loss': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n    opt2.step()\n", [8]),
+    'exclusive_scaler_none_valid': ('import torch\ndef step(loss, opt, scaler):\n    if scaler is not None:\n        scaler.scale(loss).backward()\n    else:\n        loss.backward()\n    if scaler is not None:\n        scaler.step(opt)\n        scaler.update()\n    else:\n        opt.step()\n', []),
+    'accumulation_plain_step': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor i, x in enumerate(loader):\n    scaler.scale(model(x)).backward()\n    if (i + 1) % accum == 0:\n        opt.step()\n        opt.zero_grad()\n", [7]),
+    'step_before_backward_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nopt.step()\nscaler.scale(model(x)).backward()\n", []),
+    'gan_plain_generator_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    opt_d.zero_grad()\n    scaler.scale(d_loss(x)).backward()\n    scaler.step(opt_d)\n    scaler.update()\n    opt_g.zero_grad()\n    g_loss(x).backward()\n    opt_g.step()\n", []),
+    'while_step_at_top': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nwhile True:\n    opt.step()\n    scaler.scale(model(x)).backward()\n    if done():\n        break\n", [5]),
+    'continue_before_backward': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    if skip(x):\n        continue\n    scaler.scale(model(x)).backward()\n    opt.step()\n", [8]),
+    'scaled_branch_continues_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    if warm:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n        opt.zero_grad()\n        continue\n    model(x).backward()\n    opt.step()\n    opt.zero_grad()\n", []),
+    'unknown_call_between': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    log_stats(model)\n    opt.step()\n", [7]),
+    'if_else_on_flag_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    if use_amp:\n        scaler.step(opt)\n        scaler.update()\n    else:\n        opt.step()\n", []),
+    'scaled_then_return_valid': ('import torch\ndef step(model, x, opt, scaler, amp):\n    if amp:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n        return\n    model(x).backward()\n    opt.step()\n', []),
+    'zero_grad_in_except': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    try:\n        scaler.scale(model(x)).backward()\n    except RuntimeError:\n        opt.zero_grad()\n    opt.step()\n", [9]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STEPS))
+def test_steps_adversarial(name):
+    src, rows = STEPS[name]
+    assert [row for row, _ in found("AMP004", src)] == rows

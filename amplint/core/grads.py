@@ -16,6 +16,13 @@ For one abstract scaler (a model key) the state on entry to every statement is, 
   plain ``optimizer.step()`` (the ``plain_kills``) has consumed since; a later scaled backward
   adds to them, it does not replace them.
 
+With ``live=True`` (what a plain ``optimizer.step()`` would apply) also:
+
+* ``("L", backward)``: the scaled backward's gradients are still in ``.grad``: ``update()``
+  does not end them, a ``zero_grad()`` (the ``plain_kills``) does, and so does a plain
+  backward after them (the gradients are then a mix: unknown);
+* ``("Q", step)``: ``scaler.step()`` ran for those gradients (ends with them).
+
 A scaled backward writes fresh scaled gradients (it ends every ``U`` and ``W``); ``update()``
 closes the iteration (it ends ``B``, ``U`` and ``S``). Paths that assume both outcomes of one
 test are infeasible and dropped; assumptions about tests inside a loop are forgotten at its
@@ -32,6 +39,7 @@ import re
 
 from amplint.lazyre import lazy
 from amplint.core.cfg import CFG, of
+from amplint.model.facts import CERTAIN, Event
 from amplint.model.walker import _norm_test
 
 MAX_ASSUMPTIONS = 64
@@ -44,16 +52,20 @@ class GradStates:
     """The gradient facts of scaler ``key`` on entry to each statement of ``func``; ``watch``:
     the clips/norm reads (kind "read") and ``zero_grad`` events to follow forward."""
 
-    def __init__(self, model, func, key, watch=(), cfg: CFG | None = None, plain=(), plain_kills=()):
-        self.model, self.func, self.key = model, func, key
+    def __init__(self, model, func, key, watch=(), cfg: CFG | None = None, plain=(), plain_kills=(),
+                 live=False, marks=(), backs=()):
+        self.model, self.func, self.key, self.live = model, func, key, live
         self.cfg = cfg if cfg is not None else of(func)
-        self._items = self._collect(watch, plain, plain_kills)
+        self._items = self._collect(watch, plain, plain_kills, marks, backs)
         self._guards = self._guarding_ifs()
         self.before = self._solve()
 
-    def _collect(self, watch, plain=(), plain_kills=()) -> dict[int, list]:
+    def _collect(self, watch, plain=(), plain_kills=(), marks=(), backs=()) -> dict[int, list]:
         """Per statement, in order: (seq, kind, object) for B, U, S, R (update), K (a call that may
-        back-propagate afresh), W (a watched read: needs B and no U) and Z (a watched zero_grad)."""
+        back-propagate afresh), W (a watched read: needs B and no U), Z (a watched zero_grad), P
+        and X (a plain backward and what consumes it) and N (a mark: no effect, but the tests
+        guarding it are followed). ``backs``: backward events at calls (a project helper's), B
+        when scaled with this scaler, P otherwise."""
         m, f, key = self.model, self.func, self.key
         out: dict[int, list] = {}
 
@@ -77,6 +89,10 @@ class GradStates:
             add(b, "P")
         for x in plain_kills:
             add(x, "X")
+        for x in marks:
+            add(x, "N")
+        for b in backs:
+            add(b, "B" if b.scaled and b.scaler == key else "P")
         for v in out.values():
             v.sort(key=lambda t: t[0])
         return out
@@ -110,22 +126,24 @@ class GradStates:
         )
         return out
 
-    @staticmethod
-    def transfer(items, state: frozenset) -> frozenset:
+    def transfer(self, items, state: frozenset) -> frozenset:
+        live = self.live
         for _seq, kind, x in items:
             has = {f[0] for f in state}
+            if kind == "N":
+                continue
             if kind == "B":
-                state = frozenset(f for f in state if f[0] not in "UW") | {("B", x)}
+                state = frozenset(f for f in state if f[0] not in "UW") | {("B", x)} | ({("L", x)} if live else set())
             elif kind == "K":
                 state = frozenset(f for f in state if f[0] != "W")
             elif kind in "US":
-                state = state | {(kind, x)}
+                state = state | {(kind, x)} | ({("Q", x)} if live and kind == "S" and "L" in has else set())
             elif kind == "R":
-                state = frozenset(f for f in state if f[0] in "WP")
+                state = frozenset(f for f in state if f[0] in "WPLQ")
             elif kind == "P":
-                state = state | {("P", x)}
+                state = frozenset(f for f in state if f[0] not in "LQ") | {("P", x)}
             elif kind == "X":
-                state = frozenset(f for f in state if f[0] != "P")
+                state = frozenset(f for f in state if f[0] not in "PLQ")
             elif "B" in has and (kind == "Z" or "U" not in has):
                 state = state | {("W", x)}
         return state
@@ -214,6 +232,28 @@ class GradStates:
         scaler.unscale_(opt)`` before an unconditional clip is trusted to go with it)?"""
         kinds = [{f[0] for f in st} for st in self.facts_before(x)]
         return any("B" in k and "U" not in k for k in kinds) and not any("B" in k and "U" in k for k in kinds)
+
+    def live_at(self, event, loops=None):
+        """The scaled backward whose gradients a plain ``optimizer.step()`` at ``event`` would
+        apply, on some path, or None: its ``L`` fact reaches ``event`` (a backward inside every
+        loop in ``loops`` when given), unless the scaler stepped another optimizer for them and
+        a plain backward's gradients reach ``event`` too (a second, fp32 optimizer stepping its
+        own loss: unknown)."""
+        opt = getattr(event, "optimizer", None)
+        for st in self.facts_before(event):
+            own = any(f[0] == "P" for f in st) and any(f[0] == "Q" and f[1].optimizer != opt for f in st)
+            if own:
+                continue
+            hit = [f[1] for f in st if f[0] == "L" and (loops is None or loops <= {id(lp) for lp in f[1].loops})]
+            if hit:
+                return max(hit, key=lambda b: b.seq)
+        return None
+
+    def unscaled_for(self, event) -> bool:
+        """Did ``unscale_()`` of ``event``'s optimizer run since the live scaled backward, on some
+        path?"""
+        opt = getattr(event, "optimizer", None)
+        return any(f[0] == "U" and getattr(f[1], "optimizer", None) == opt for st in self.facts_before(event) for f in st)
 
     def plain_reaches(self, backward, event) -> bool:
         """Do the gradients of the plain ``backward`` reach ``event`` unconsumed, on some path?"""
@@ -348,3 +388,30 @@ def _is_scale(expr, scales) -> bool:
         or (isinstance(x, ast.Name) and x.id in scales)
         for x in ast.walk(expr)
     )
+
+
+def helper_backwards(model, f) -> list:
+    """Backwards that run inside project helpers called from ``f``: a helper handed a
+    scaler whose summary scales with it (``train(model, optim, batch, scaler=scaler)``
+    running ``scaler.scale(loss).backward()``) is a scaled backward at the call; a helper
+    that runs a backward and is handed no scaler is a plain one (it ends the scaled
+    gradients' reach). Unresolved calls add nothing (unknown)."""
+    out = []
+    for c in f.calls:
+        if not (c.arg_keys or c.node.args or c.node.keywords) or c.qualname in (None, "torch.save"):
+            continue
+        hit = model.project_callee(c)
+        if hit is None:
+            continue
+        _path, callee, facts = hit
+        scaled = next(
+            ((k, ops) for pos, k in c.arg_keys
+             if model.scaler_status(k) == CERTAIN and "scale" in (ops := facts.scaler_ops.get(callee.param_at(pos) or "", ()))),
+            None,
+        )
+        if scaled is not None:
+            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, scaler=scaled[0], scaled=True,
+                             extra={"helper": model.text(c.node.func), "updates": "update" in scaled[1]}))
+        elif facts.backward and not facts.scaler_ops:
+            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, extra={"helper": model.text(c.node.func)}))
+    return out

@@ -3,7 +3,9 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement, RewriteCall
-from amplint.model import CERTAIN, Event, amp_ish
+from amplint.core import cfg
+from amplint.core.grads import GradStates, helper_backwards
+from amplint.model import Event, amp_ish
 from amplint.model.filemodel import NOT_OPTIMIZER, OPTIMIZER_NAME
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import alone_on_line, branch_guard, scaler_text, simple_stmt, stmt_anchor
@@ -27,10 +29,14 @@ gradients hold inf/NaN are applied instead of skipped, which leaves non-finite w
 with a scale-invariant optimizer such as Adam. Nothing raises; a later `scaler.update()`
 alone fails with `No inf checks were recorded prior to update.`
 
-Branches are understood: `if use_amp: scaler.step(opt) else: opt.step()`, early returns and
-`continue`s, and framework backward calls (`accelerator.backward(loss)`, Lightning's
-`manual_backward`) are not reported. The scaled backward may run in a project helper handed
-the scaler (`train_step(model, optim, batch, scaler)` whose summary scales with it): a plain
+The scaled gradients are followed over the control flow: they reach every later plain step
+until a `zero_grad()` clears them or a plain backward adds to them (then the mix is unknown:
+silent), whatever `scaler.update()` runs in between, and round a loop (a step at the top of
+the loop applies the previous pass's scaled gradients). Branches are understood: `if
+use_amp: scaler.step(opt) else: opt.step()`, early returns and `continue`s, and framework
+backward calls (`accelerator.backward(loss)`, Lightning's `manual_backward`) are not
+reported. The scaled backward may run in a project helper handed the scaler
+(`train_step(model, optim, batch, scaler)` whose summary scales with it): a plain
 `z_optim.step()` after that call is reported (no fix is offered there); a helper that runs a
 plain backward of its own in between ends the scaled gradients' reach.
 
@@ -50,7 +56,10 @@ scaler.update()
 ## Fix safety
 The fix rewrites `optimizer.step()` to `scaler.step(optimizer)` and inserts
 `scaler.update()` after it when no update follows. It is safe: `scaler.step` unscales and
-then calls the same `optimizer.step()`.
+then calls the same `optimizer.step()`. No fix is offered where the scaled gradients reach
+the step only from the previous pass (a step at the top of the loop): on the first pass
+`scaler.step()` would run before any `scaler.scale()` and raise `AssertionError: Attempted
+step but _scale is None.` (measured, torch 2.13 CPU).
 """
     valid = [
         # a second, fp32 optimizer: its own loss is back-propagated unscaled before the scaled
@@ -224,6 +233,19 @@ for x, y in loader:
         opt.step()
 """,
         ),
+        # a plain step at the top of the loop applies the previous pass's scaled gradients: no
+        # fix (on the first pass `scaler.step()` would run before any `scale()`)
+        Invalid(
+            """
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    optimizer.step()
+    with torch.autocast("cuda"):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+""",
+        ),
         # a lambda used as the step
         Invalid(
             """
@@ -286,32 +308,38 @@ for i, x in enumerate(loader):
     ]
 
     def check(self, model):
+        """A plain step that the live gradients of a scaled backward reach (the core's gradient
+        state, ``live``: no ``zero_grad()`` nor later plain backward between, on some path)."""
         lambdas = self._lambda_steps(model)
         for f in model.funcs:
             steps = [p for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]
                      if p.kind == "opt_step" and not _in_conditional_expression(p)]
             if not steps:
                 continue  # (`scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split)
-            via = _helper_backwards(model, f)  # helpers are resolved only where a plain step can be judged
-            backs = [e for e in f.events if e.kind == "backward" and e.scaled] + [e for e in via if e.scaled]
-            if not backs:
+            via = helper_backwards(model, f)  # helpers are resolved only where a plain step can be judged
+            keys = {e.scaler for e in [*f.events, *via] if e.kind == "backward" and e.scaled}
+            if not keys:
                 continue
-            events = sorted([*f.events, *via], key=lambda e: e.seq) if via else f.events
+            plain = [e for e in f.events if e.kind in ("backward", "framework_backward") and not e.scaled]
+            clears = [e for e in f.events if e.kind == "zero_grad"]
+            graph = cfg.of(f)
+            states = [GradStates(model, f, k, (), graph, plain, clears, live=True, marks=steps, backs=via) for k in keys]
             for p in steps:
-                b = self._source_backward(events, backs, p)
-                if b is None:
-                    continue
+                # loops over the optimizers do not separate the step from the backward
+                loops = {id(lp) for lp in p.loops if not p.optimizer or _root(p.optimizer) not in lp.targets}
+                hit = next(((st, b) for st in states if (b := st.live_at(p, loops)) is not None), None)
+                if hit is None or any(lit.key and amp_ish(lit.key) for lit in p.ctx.lits - hit[1].ctx.lits):
+                    continue  # (p in a branch of its own about AMP: `if not use_amp: opt.step()`)
+                st, b = hit
                 s = scaler_text(model, f, b.scaler)
-                unscaled = any(
-                    u.kind == "unscale" and u.optimizer == p.optimizer and b.seq < u.seq < p.seq and u.co_occurs(p)
-                    for u in f.events
-                )
                 helper = b.extra.get("helper")
                 why = (
                     "inf/NaN steps are not skipped"
-                    if unscaled
+                    if st.unscaled_for(p)
                     else f"its gradients come from the scaled backward in `{helper}()` (line {b.node.lineno})"
                     if helper
+                    else f"its gradients come from the previous pass's scaled backward (line {b.node.lineno})"
+                    if b.seq > p.seq
                     else "its gradients come from a scaled backward"
                 )
                 where = p.extra.get("report")
@@ -321,7 +349,10 @@ for i, x in enumerate(loader):
                     f"`{p.optimizer}.step()` bypasses the GradScaler: {why}; "
                     f"use `{s}.step({p.optimizer})` (unscales, skips inf/NaN steps)"
                     + (f", before the `update()` in `{helper}()`" if helper and b.extra.get("updates") else ""),
-                    None if p.extra.get("nofix") or helper or _in_optimizer_loop(p) else self._fix(model, f, p, b, s),
+                    # (a backward that reaches the step only from the previous pass: on the first pass
+                    # `scaler.step()` would run before any `scale()` and raise)
+                    None if p.extra.get("nofix") or helper or _in_optimizer_loop(p) or b.seq > p.seq
+                    else self._fix(model, f, p, b, s),
                     p.extra.get("report_stmt", p.stmt),
                 )
 
@@ -373,30 +404,6 @@ for i, x in enumerate(loader):
                     )
         return out
 
-    @staticmethod
-    def _source_backward(events, backs, p):
-        """The scaled backward whose gradients ``p`` steps, or None."""
-        p_loops = set(map(id, p.loops))
-        if p.optimizer:
-            # loops over the optimizers do not separate the step from the backward
-            p_loops = {id(lp) for lp in p.loops if _root(p.optimizer) not in lp.targets}
-        candidates = [
-            b for b in backs if b.seq < p.seq and b.co_occurs(p) and p_loops <= set(map(id, b.loops))
-        ]
-        if not candidates:
-            return None
-        b = candidates[-1]
-        for u in events:
-            if u.kind in ("backward", "framework_backward") and not u.scaled and b.seq < u.seq < p.seq and u.co_occurs(p) and u.co_occurs(b):
-                return None  # p steps the gradients of an unscaled backward
-        if p.optimizer and _steps_an_unscaled_loss(events, b, p):
-            return None
-        # p sits in a branch of its own whose test is about AMP (`if not use_amp: opt.step()`)
-        for lit in p.ctx.lits - b.ctx.lits:
-            if lit.key and amp_ish(lit.key):
-                return None
-        return b
-
     def _fix(self, model, f, p, b, s):
         follows = any(
             u.kind == "update" and u.scaler == b.scaler and u.seq > p.seq and u.co_occurs(p) for u in f.events
@@ -429,22 +436,6 @@ def _root(text: str) -> str:
     return text.split(".", 1)[0].split("[", 1)[0]
 
 
-def _steps_an_unscaled_loss(events, b, p) -> bool:
-    """A second optimizer with a loss of its own: the scaler steps another optimizer for the
-    scaled backward ``b`` in the same iteration, and an unscaled backward (an fp32 critic, an
-    auxiliary model) runs in that iteration too, before ``p``. ``p`` steps that loss's
-    gradients as plain fp32 training does, so it is not known to bypass the scaler."""
-    p_loops = set(map(id, p.loops))
-    other = any(
-        e.kind == "step" and e.scaler == b.scaler and e.optimizer and e.optimizer != p.optimizer
-        and e.co_occurs(p) and e.co_occurs(b) for e in events
-    )
-    return other and any(
-        u.kind in ("backward", "framework_backward") and not u.scaled and u.seq < p.seq and u.co_occurs(p)
-        and set(map(id, u.loops)) == p_loops for u in events
-    )
-
-
 def _in_optimizer_loop(p) -> bool:
     """The step sits in a loop over the optimizers (an inserted update would run per optimizer)."""
     return bool(p.optimizer) and any(_root(p.optimizer) in lp.targets for lp in p.loops)
@@ -458,30 +449,3 @@ def _in_conditional_expression(p) -> bool:
         if isinstance(n, ast.IfExp) and any(x is p.node for x in (*ast.walk(n.body), *ast.walk(n.orelse))):
             return True
     return False
-
-
-def _helper_backwards(model, f) -> list:
-    """Backwards that run inside project helpers called from ``f``: a helper handed a
-    scaler whose summary scales with it (``train(model, optim, batch, scaler=scaler)``
-    running ``scaler.scale(loss).backward()``) is a scaled backward at the call; a helper
-    that runs a backward and is handed no scaler is a plain one (it ends the scaled
-    gradients' reach). Unresolved calls add nothing (unknown)."""
-    out = []
-    for c in f.calls:
-        if not (c.arg_keys or c.node.args or c.node.keywords) or c.qualname in (None, "torch.save"):
-            continue
-        hit = model.project_callee(c)
-        if hit is None:
-            continue
-        _path, callee, facts = hit
-        scaled = next(
-            ((k, ops) for pos, k in c.arg_keys
-             if model.scaler_status(k) == CERTAIN and "scale" in (ops := facts.scaler_ops.get(callee.param_at(pos) or "", ()))),
-            None,
-        )
-        if scaled is not None:
-            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, scaler=scaled[0], scaled=True,
-                             extra={"helper": model.text(c.node.func), "updates": "update" in scaled[1]}))
-        elif facts.backward and not facts.scaler_ops:
-            out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, extra={"helper": model.text(c.node.func)}))
-    return out
