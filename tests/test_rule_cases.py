@@ -376,3 +376,29 @@ STEPS = {
 def test_steps_adversarial(name):
     src, rows = STEPS[name]
     assert [row for row, _ in found("AMP004", src)] == rows
+
+
+# ---------------------------------------------------------------- AMP001: step helpers on the same cycles
+# A loop's call to a helper that steps the scaler it is handed and never updates it is a step
+# event of the rule's main query (cycle_through + may_update(on=cycle)) instead of a
+# seq-order special case. Written before the change, expected rows from the code: the old
+# rule got 9 of 11 (an update only before `break`, and one after a data loop, hid the step).
+HELPER_STEPS = {
+    'helper_no_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n", [9]),
+    'helper_then_update_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n    scaler.update()\n", []),
+    'update_at_top_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor x in loader:\n    scaler.update()\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n", []),
+    'update_only_before_break': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor i, x in enumerate(loader):\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n    if i == last:\n        scaler.update()\n        break\n", [9]),
+    'helper_updates_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n    s.update()\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n", []),
+    'update_after_data_loop': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\nscaler.update()\n", [9]),
+    'no_loop_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nscaler.scale(model(x)).backward()\nstep(scaler, opt)\n", []),
+    'conditional_update_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor i, x in enumerate(loader):\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n    if i % 2 == 0:\n        scaler.update()\n", []),
+    'unknown_call_with_scaler_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n    sync(scaler)\n", []),
+    'update_in_finally_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\nfor x in loader:\n    try:\n        scaler.scale(model(x)).backward()\n        step(scaler, opt)\n    finally:\n        scaler.update()\n", []),
+    'two_helpers_one_updates_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\ndef step(s, opt):\n    s.step(opt)\n\ndef finish(s):\n    s.update()\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    step(scaler, opt)\n    finish(scaler)\n", []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELPER_STEPS))
+def test_helper_steps_adversarial(name):
+    src, rows = HELPER_STEPS[name]
+    assert [row for row, _ in found("AMP001", src)] == rows

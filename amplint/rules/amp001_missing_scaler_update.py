@@ -5,6 +5,7 @@ import ast
 from amplint.core import cfg
 from amplint.core.cfg import cycle_through
 from amplint.diagnostics import Fix, InsertStatement
+from amplint.model import Event
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
 
@@ -33,7 +34,9 @@ a helper that received the scaler as a parameter. Inside a loop, only what runs 
 pass's `step()` and the next pass's counts (the core's cycle through the step): an update
 that runs only on a pass that then leaves the loop (`update(); break`, `update(); return`,
 an `except` that re-raises) does not, and a step that every pass follows with `break` is
-not repeated.
+not repeated. A loop's call to a helper that steps the scaler it is handed and never updates
+it (`step(scaler, opt)`, read from the helper's summary when it lives in another module) is
+a step, judged the same way.
 
 ## Example
 ```python
@@ -268,11 +271,13 @@ for i, x in enumerate(loader):
 
     def check(self, model):
         flagged: dict[tuple, object] = {}
-        for e in model.events("step"):
+        for e in [*model.events("step"), *self._helper_steps(model)]:
             key = e.scaler
             if key[0] == "A" and not model.constructions(key):
                 continue  # a scaler handed to the object (`self.scaler = scaler`): its owner updates it, or not
             loop = model.iteration_loop(e)
+            if loop is None and e.extra.get("helper"):
+                continue  # (a helper handed the scaler outside a loop: the scaler escapes to it)
             if loop is not None:
                 cycle = cycle_through(cfg.of(e.func), e.stmt, loop.node)
                 if cycle is None:
@@ -310,14 +315,15 @@ for i, x in enumerate(loader):
                 else:
                     continue
                 group = (key, id(e.func))
+            if e.extra.get("helper") and group in flagged:
+                continue  # (the scaler's own step in this loop is reported)
             flagged[group] = e  # events are in order: the last step wins
         yield from self._report(model, flagged)
-        yield from self._helper_steps(model, flagged)
 
-    def _helper_steps(self, model, flagged):
-        """A loop that hands the scaler to a helper which steps it but never updates it,
-        with no update in the loop either (``step(scaler, opt)`` each batch)."""
-        seen = {g[0] for g in flagged}
+    @staticmethod
+    def _helper_steps(model):
+        """A call in a loop to a helper that steps the scaler it is handed and never updates
+        it (``step(scaler, opt)``; its summary when in another module) is a step there."""
         for f in model.funcs:
             for c in f.calls:
                 if not c.ctx.loops:
@@ -327,7 +333,7 @@ for i, x in enumerate(loader):
                 if (callee is None or not callee.walked) and hit is None:
                     continue
                 for pos, key in c.arg_keys:
-                    if key in seen or not model.is_scaler(key):
+                    if not model.is_scaler(key):
                         continue
                     if hit is not None:  # a helper in another module: its summary says what it does
                         ops = hit[2].scaler_ops.get(hit[1].param_at(pos) or "", set())
@@ -338,25 +344,9 @@ for i, x in enumerate(loader):
                         if pname is None:
                             continue
                         pkey = ("L", callee.fid, pname)
-                        steps = [e for e in callee.events if e.kind == "step" and e.scaler == pkey]
-                        if not steps or model.may_update(callee, pkey):
+                        if not any(e.kind == "step" and e.scaler == pkey for e in callee.events) or model.may_update(callee, pkey):
                             continue
-                    loop = c.ctx.loops[-1]
-                    if model.may_update(f, key, within=loop):
-                        continue
-                    later = [u for u in f.events if u.kind == "update" and u.scaler == key and u.seq > c.seq]
-                    if later:
-                        continue
-                    seen.add(key)
-                    name = model.text(c.node.func)
-                    yield self.diagnostic(
-                        model,
-                        c.node,
-                        f"`{name}()` steps the GradScaler but nothing in this loop calls "
-                        f"`update()`; the next step raises \"step() has already been called since the last update()\"",
-                        None,
-                        c.stmt,
-                    )
+                    yield Event("step", c.node, c.stmt, c.seq, f, c.ctx, scaler=key, extra={"helper": model.text(c.node.func)})
 
     @staticmethod
     def _updated_after_inner_loop(model, e, loop) -> bool:
@@ -372,6 +362,16 @@ for i, x in enumerate(loader):
 
     def _report(self, model, flagged):
         for e in flagged.values():
+            if e.extra.get("helper"):
+                yield self.diagnostic(
+                    model,
+                    e.node,
+                    f"`{e.extra['helper']}()` steps the GradScaler but nothing in this loop calls "
+                    f"`update()`; the next step raises \"step() has already been called since the last update()\"",
+                    None,
+                    e.stmt,
+                )
+                continue
             s = receiver_text(model, e.node)
             fix = None
             elsewhere = any(u.kind == "update" and u.scaler == e.scaler for u in e.func.events)
