@@ -95,6 +95,7 @@ class Diagnostic(Record):
     fix: Fix | None = None
     stmt_row: int | None = None  # first line of the enclosing statement (for noqa)
     path: str = ""
+    why: tuple = ()  # ((row, text), ...): the facts of the core's analysis behind it, for `explain`
 
     @property
     def sort_key(self):

@@ -85,15 +85,19 @@ def _findings(model, path: str, settings, span) -> list[str]:
     enabled = enabled_codes(settings)
     opts = Options(paths=(path,), no_cache=True, cache_dir=None, jobs=1, per_file_timeout=None)
     results = _analyse([path], opts, settings, enabled)
-    messages = []
+    messages, why = [], {}
     for r in results:
         r.path = display_path(path)
         messages += file_messages(r, Filter(settings, enabled), False, {})
+        why.update({(d.code, d.row, d.col): d.why for d in r.diagnostics if d.why})
     if span is not None:
         messages = [m for m in messages if span[0] <= m.row <= span[1]]
     out = ["", f"findings: {len(messages) or 'none'}"]
     for m in sorted(messages, key=lambda m: (m.row, m.col, m.code)):
         out.append(f"  {m.path}:{m.row}:{m.col + 1}: {m.code} [{m.severity}] {m.name or ''}: {m.message}".replace(" : ", ": "))
+        if (path_ := why.get((m.code, m.row, m.col))):
+            out.append("    path (the core's analysis):")
+            out.extend(f"      L{row} {text}" for row, text in path_)
         out.extend(_facts_of(model, m.row))
     return out
 

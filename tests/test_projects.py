@@ -122,6 +122,28 @@ def test_explain_single_file_finding_marks_its_event(tmp_path):
     assert p.returncode == 0 and "findings: none" in p.stdout
 
 
+def test_explain_prints_the_core_path_behind_a_finding(tmp_path):
+    # AMP004 on the core: the scaled backward's gradients reach the plain step round the loop
+    (tmp_path / "train.py").write_text(
+        "import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n"
+        "    opt.step()\n    scaler.scale(model(x)).backward()\n"
+    )
+    p = run_amplint("explain", "train.py", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    path = p.stdout.split("path (the core's analysis):\n")[1].split("    facts")[0].splitlines()
+    assert [line.split()[0] for line in path] == ["L6", "L5"]
+    assert "scaled backward" in path[0] and "round the loop" in path[1]
+    # AMP001: the step, then the loop whose cycle holds no update
+    src = (Path(FIXTURES) / "amp001_missing_scaler_update" / "before.py").read_text()
+    (tmp_path / "t1.py").write_text(src)
+    out = run_amplint("explain", "t1.py", cwd=tmp_path).stdout
+    path = out.split("path (the core's analysis):\n")[1].split("    facts")[0].splitlines()
+    assert len(path) == 2 and "the scaler's step" in path[0] and "cycle" in path[1]
+    # a finding of a rule that does not fill the path has none
+    (tmp_path / "t3.py").write_text("import torch\nwith torch.cuda.amp.autocast():\n    pass\n")
+    assert "path (the core" not in run_amplint("explain", "t3.py", cwd=tmp_path).stdout
+
+
 def test_explain_unknown_function_and_missing_file(tmp_path):
     root = PROJECTS / "trainer_pkg"
     p = run_amplint("explain", "trainer/engine.py:nope", cwd=root)

@@ -107,6 +107,7 @@ class Rule:
         message: str,
         fix: Fix | None = None,
         stmt: ast.AST | None = None,
+        why: tuple = (),
     ) -> Diagnostic:
         row, col, erow, ecol = model.span(node)
         return Diagnostic(
@@ -118,6 +119,7 @@ class Rule:
             end_col=ecol,
             fix=fix,
             stmt_row=getattr(stmt, "lineno", None) if stmt is not None else None,
+            why=why,
         )
 
 

@@ -362,6 +362,12 @@ for i, x in enumerate(loader):
 
     def _report(self, model, flagged):
         for e in flagged.values():
+            loop = model.iteration_loop(e)
+            why = ((e.node.lineno, "the scaler's step" + (f" (in `{e.extra['helper']}()`)" if e.extra.get("helper") else "")),
+                   (loop.node.lineno, "the loop repeats it: no `update()`, nor a call that may run one, on the cycle "
+                                      "back to the next pass's step (the core's cycle through the step)")
+                   if loop is not None else
+                   (e.node.lineno, "no `update()` later in the function, and the scaler does not leave it"))
             if e.extra.get("helper"):
                 yield self.diagnostic(
                     model,
@@ -370,6 +376,7 @@ for i, x in enumerate(loader):
                     f"`update()`; the next step raises \"step() has already been called since the last update()\"",
                     None,
                     e.stmt,
+                    why=why,
                 )
                 continue
             s = receiver_text(model, e.node)
@@ -389,4 +396,5 @@ for i, x in enumerate(loader):
                 f"\"step() has already been called since the last update()\"",
                 fix,
                 e.stmt,
+                why=why,
             )

@@ -354,6 +354,12 @@ for i, x in enumerate(loader):
                     None if p.extra.get("nofix") or helper or _in_optimizer_loop(p) or b.seq > p.seq
                     else self._fix(model, f, p, b, s),
                     p.extra.get("report_stmt", p.stmt),
+                    why=(
+                        (b.node.lineno, "scaled backward" + (f" in `{helper}()`" if helper else "")
+                         + ": its gradients stay in `.grad` (`update()` does not clear them)"),
+                        (p.node.lineno, f"`{p.optimizer}.step()` reached with them on some path"
+                         + (" round the loop" if b.seq > p.seq else "") + ", no `zero_grad()` nor plain backward between"),
+                    ),
                 )
 
     @staticmethod

@@ -320,6 +320,9 @@ for i, (x, y) in enumerate(loader):
             f"{what} is not scaled but `{st}.step()` divides the gradients by the loss scale (SGD-like "
             f"updates 65536x too small; Adam-style updates shrink where the tiny gradients meet eps); use {use}",
             fix, b.stmt,
+            why=((b.node.lineno, "plain backward: its gradients are not multiplied by the scale"),
+                 (s.node.lineno, "`step()` of the scaler reached with them on some path (the core's gradient state), "
+                                 "no `zero_grad()` nor plain `optimizer.step()` between")),
         )
 
     @staticmethod

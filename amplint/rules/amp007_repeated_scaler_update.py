@@ -359,6 +359,12 @@ for x in loader:
 
     def _premature(self, model, f, key, u, e, loops):
         st = scaler_text(model, f, key)
+        what = getattr(e, "kind", None) or "update"
+        why_path = (
+            (u.node.lineno, "`update()` closes the iteration"),
+            (e.node.lineno, f"the `{'unscale_' if what == 'unscale' else what}()` it reaches (the core's update reach)"
+             + (f", round the loop at line {loops[0].lineno}" if loops else "") + ", no backward between"),
+        )
         if isinstance(u, CallUpdate):
             name = model.text(u.call.node.func)
             inner = (f"`{scaler_text(model, f, u.inner.scaler)}.update()`, line {u.inner.node.lineno}" if u.inner is not None
@@ -366,7 +372,7 @@ for x in loader:
             msg = (f"`{name}()` updates the scaler ({inner}) before another "
                    f"`step()` of the same iteration (line {e.node.lineno}, with no backward in between); call "
                    f"`update()` once per iteration, after the last `{st}.step()`")
-            return None if loops else self.diagnostic(model, u.call.node, msg, None, u.stmt)
+            return None if loops else self.diagnostic(model, u.call.node, msg, None, u.stmt, why=why_path)
         if not loops:
             if hasattr(e, "ctx") and not e.co_occurs(u):
                 return None
@@ -379,7 +385,7 @@ for x in loader:
                 fix = Fix("safe", "Remove the repeated `update()`", (ReplaceStatement(stmt_anchor(model, u.stmt), ""),))
             why = ("is called twice in one iteration (raises `No inf checks were recorded prior to update.`)"
                    if getattr(e, "kind", None) == "update" else "runs before another `step()`/`unscale_()` of the same iteration")
-            return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt)
+            return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt, why=why_path)
         loop = next((lp for lp in u.loops if lp.node is loops[0]), None)
         if loop is None or one_pass_per_call(model, f, loop):
             return None  # the loop runs once per call, or steps one optimizer per pass
@@ -391,7 +397,7 @@ for x in loader:
                       (ReplaceStatement(stmt_anchor(model, u.stmt), ""), InsertStatement(stmt_anchor(model, loop.node), f"{st}.update()")))
         why = ("runs once per optimizer in the loop over the optimizers" if per_opt else
                f"runs on every pass of the loop at line {loop.node.lineno}, and the next pass steps again with no backward in between")
-        return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt)
+        return self.diagnostic(model, u.node, self._msg(model, f, u, why), fix, u.stmt, why=why_path)
 
     def _per_micro_batch(self, model, f, u, states):
         hit = skipped_step(states, u)
