@@ -305,12 +305,6 @@ UPDATES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(UPDATES))
-def test_updates_adversarial(name):
-    src, rows = UPDATES[name]
-    assert [row for row, _ in found("AMP007", src)] == rows
-
-
 # ---------------------------------------------------------------- AMP001 on the core's cycles (issue 31)
 # Adversarial loops written with AMP001's move onto amplint/core/cfg.cycle_through (only what
 # runs between one pass's step and the next's counts as an update); the expected count of each
@@ -332,12 +326,6 @@ CYCLES = {
     'amp001_continue_skips_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    if bad(x):\n        continue\n    scaler.update()\n", []),
     'amp001_while_no_update': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nwhile step < n:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    step += 1\n", [6]),
 }
-
-
-@pytest.mark.parametrize("name", sorted(CYCLES))
-def test_cycles_adversarial(name):
-    src, rows = CYCLES[name]
-    assert [row for row, _ in found("AMP001", src)] == rows
 
 
 # ---------------------------------------------------------------- AMP004 on the core's live gradients (issue 31)
@@ -372,12 +360,6 @@ STEPS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(STEPS))
-def test_steps_adversarial(name):
-    src, rows = STEPS[name]
-    assert [row for row, _ in found("AMP004", src)] == rows
-
-
 # ---------------------------------------------------------------- AMP001: step helpers on the same cycles
 # A loop's call to a helper that steps the scaler it is handed and never updates it is a step
 # event of the rule's main query (cycle_through + may_update(on=cycle)) instead of a
@@ -398,7 +380,11 @@ HELPER_STEPS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(HELPER_STEPS))
-def test_helper_steps_adversarial(name):
-    src, rows = HELPER_STEPS[name]
-    assert [row for row, _ in found("AMP001", src)] == rows
+# every adversarial table above, with the rule it pins
+ADVERSARIAL = {"AMP007": UPDATES, "AMP001": {**CYCLES, **HELPER_STEPS}, "AMP004": STEPS}
+
+
+@pytest.mark.parametrize("code,name", [(c, n) for c, table in ADVERSARIAL.items() for n in sorted(table)])
+def test_adversarial_loops(code, name):
+    src, rows = ADVERSARIAL[code][name]
+    assert [row for row, _ in found(code, src)] == rows
