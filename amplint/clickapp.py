@@ -207,7 +207,7 @@ def rules_command(output_format):
 def explain_command(target, config_path):
     """Show the findings on TARGET (PATH or PATH:FUNCTION) and the facts behind them.
 
-    Prints the findings `amplint check` reports there, each with the events behind it (and, for the rules on the core, the path its analysis followed: AMP001, AMP004, AMP005, AMP007), then the scalers in scope and where they were built, the AMP events in order with their
+    Prints the findings `amplint check` reports there, each with the events behind it (and, for the rules on the core, the path its analysis followed: AMP001, AMP004, AMP005, AMP006, AMP007, AMP009), then the scalers in scope and where they were built, the AMP events in order with their
     loops, guards and autocast regions, and each call into the project with the summary of the
     function it resolves to.
     """

@@ -329,4 +329,7 @@ for x in loader:
             f"before it (otherwise the threshold is effectively divided by the scale, 65536)",
             fix,
             c.stmt,
+            why=((c.node.lineno, "reads the gradients of a scaled backward with no `unscale_()` since, on some path "
+                                 "(the core's gradient state)"),
+                 (s.node.lineno, "`step()` of the scaler reached after it, no fresh backward between")),
         )

@@ -210,6 +210,8 @@ class T:
                         f"`{st}.step({s.optimizer})` uses them; zero the gradients at the start of the iteration or after the step",
                         self._fix(model, f, z, s),
                         z.stmt,
+                        why=((z.node.lineno, "clears the gradients of a scaled backward (the core's gradient state)"),
+                             (s.node.lineno, f"`step({s.optimizer})` of the scaler reached after it, no fresh backward between")),
                     )
 
     @staticmethod
