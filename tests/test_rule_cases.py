@@ -357,6 +357,8 @@ STEPS = {
     'if_else_on_flag_valid': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    if use_amp:\n        scaler.step(opt)\n        scaler.update()\n    else:\n        opt.step()\n", []),
     'scaled_then_return_valid': ('import torch\ndef step(model, x, opt, scaler, amp):\n    if amp:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n        return\n    model(x).backward()\n    opt.step()\n', []),
     'zero_grad_in_except': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    try:\n        scaler.scale(model(x)).backward()\n    except RuntimeError:\n        opt.zero_grad()\n    opt.step()\n", [9]),
+    # added after review: a backward before the step in the pass and one after it (the fix follows the one before)
+    'backward_before_and_after_step': ("import torch\nscaler = torch.amp.GradScaler('cuda')\n\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    opt.step()\n    scaler.scale(aux(x)).backward()\n", [6]),
 }
 
 

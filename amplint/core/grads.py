@@ -235,19 +235,19 @@ class GradStates:
 
     def live_at(self, event, loops=None):
         """The scaled backward whose gradients a plain ``optimizer.step()`` at ``event`` would
-        apply, on some path, or None: its ``L`` fact reaches ``event`` (a backward inside every
-        loop in ``loops`` when given), unless the scaler stepped another optimizer for them and
+        apply, on some path, or None: its ``L`` fact reaches ``event`` under some assumption set
+        (a backward inside every loop in ``loops`` when given), unless the scaler stepped another optimizer for them and
         a plain backward's gradients reach ``event`` too (a second, fp32 optimizer stepping its
         own loss: unknown)."""
         opt = getattr(event, "optimizer", None)
-        for st in self.facts_before(event):
-            own = any(f[0] == "P" for f in st) and any(f[0] == "Q" and f[1].optimizer != opt for f in st)
-            if own:
-                continue
-            hit = [f[1] for f in st if f[0] == "L" and (loops is None or loops <= {id(lp) for lp in f[1].loops})]
-            if hit:
-                return max(hit, key=lambda b: b.seq)
-        return None
+        hit = [
+            f[1] for st in self.facts_before(event)
+            if not (any(f[0] == "P" for f in st) and any(f[0] == "Q" and f[1].optimizer != opt for f in st))
+            for f in st if f[0] == "L" and (loops is None or loops <= {id(lp) for lp in f[1].loops})
+        ]
+        # the latest backward before it in the pass, else (round the loop only) the latest one
+        before = [b for b in hit if b.seq < event.seq]
+        return max(before or hit, key=lambda b: b.seq, default=None)
 
     def unscaled_for(self, event) -> bool:
         """Did ``unscale_()`` of ``event``'s optimizer run since the live scaled backward, on some

@@ -368,32 +368,23 @@ for i, x in enumerate(loader):
                                       "back to the next pass's step (the core's cycle through the step)")
                    if loop is not None else
                    (e.node.lineno, "no `update()` later in the function, and the scaler does not leave it"))
-            if e.extra.get("helper"):
-                yield self.diagnostic(
-                    model,
-                    e.node,
-                    f"`{e.extra['helper']}()` steps the GradScaler but nothing in this loop calls "
-                    f"`update()`; the next step raises \"step() has already been called since the last update()\"",
-                    None,
-                    e.stmt,
-                    why=why,
-                )
-                continue
-            s = receiver_text(model, e.node)
+            helper = e.extra.get("helper")
+            s = None if helper else receiver_text(model, e.node)  # (a helper call has no scaler receiver)
             fix = None
             elsewhere = any(u.kind == "update" and u.scaler == e.scaler for u in e.func.events)
-            # never after a `return` (`return self.scaler.step(opt)`: dead code)
-            if simple_stmt(e) and not isinstance(e.stmt, ast.Return) and not elsewhere:
+            # never after a `return` (`return self.scaler.step(opt)`: dead code); none for a helper's step
+            if not helper and simple_stmt(e) and not isinstance(e.stmt, ast.Return) and not elsewhere:
                 fix = Fix(
                     "safe",
                     f"Insert `{s}.update()` after `{s}.step(...)`",
                     (InsertStatement(stmt_anchor(model, e.stmt), f"{s}.update()"),),
                 )
+            what = (f"`{helper}()` steps the GradScaler but nothing in this loop calls `update()`" if helper
+                    else f"`{s}.step()` without a later `{s}.update()` in the iteration")
             yield self.diagnostic(
                 model,
                 e.node,
-                f"`{s}.step()` without a later `{s}.update()` in the iteration; the next step raises "
-                f"\"step() has already been called since the last update()\"",
+                f"{what}; the next step raises \"step() has already been called since the last update()\"",
                 fix,
                 e.stmt,
                 why=why,
