@@ -219,3 +219,58 @@ def test_grads_scaled_until_unscale_and_fresh_backward_ends_a_zero_grad():
     assert not s.reaches(zero, step)  # the backward after the zero_grad writes fresh gradients
     # the zero_grad at the loop top sees the last iteration's gradients only after an update
     assert not any(fact[0] == "B" for st in s.facts_before(zero) for fact in st)
+
+
+def test_avoidable_is_path_sensitive_on_repeated_tests_and_forgets_varying_ones_at_loop_heads():
+    tree, g = _graph(
+        """
+        def f(xs, amp):
+            for x in xs:
+                if amp:
+                    build()
+                if amp:
+                    use()
+                if x:
+                    build2()
+                if x:
+                    use2()
+        """
+    )
+    build, use, build2, use2, loop = (_at(tree, n) for n in (5, 7, 9, 11, 3))
+    # `amp` never changes in the loop: no pass reaches use() without build() first
+    assert not cfg.avoidable(g, loop, use, build, loop)
+    assert not cfg.avoidable(g, None, use, build)
+    # `x` is the loop's target, but within one pass the two `if x:` agree
+    assert not cfg.avoidable(g, loop, use2, build2, loop)
+    # within a pass and round the head: `if x:` agree within a pass, and the next pass
+    # through `if x:` that reaches use2() takes build2() too
+    assert cfg.avoidable(g, use, use2, build2, loop) is False
+    assert cfg.avoidable(g, use2, use, build, loop) is False
+    assert cfg.avoidable(g, use, loop, build, loop)
+
+
+def test_lifetime_follows_the_object_a_scaler_key_holds():
+    from amplint.core.lifetime import Lifetime
+
+    src = textwrap.dedent(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        if resume:
+            scaler.load_state_dict(ckpt["scaler"])
+        if scaler is None:
+            scaler = torch.amp.GradScaler("cuda")
+        scaler = torch.amp.GradScaler("cuda")
+        scaler.scale(loss).backward()
+        """
+    )
+    model = build_model(src, ast.parse(src), "t.py")
+    key = ("G", "scaler")
+    life = Lifetime(model, model.funcs[0], key)
+    news = life.of_kind("new")
+    assert [n.line for n in news] == [3, 7, 8]
+    # the lazy construction under `if scaler is None:` replaces nothing; line 8 drops the restore
+    assert life.discarded_restore(news[1]) is None
+    assert life.discarded_restore(news[2]).line == 5
+    assert {u.line for u in life.uses_of(news[2])} == {9} and life.uses_of(news[0]) == []
+    assert not life.restored_later(news[2]) and life.restored_later(news[0])

@@ -382,8 +382,45 @@ HELPER_STEPS = {
 }
 
 
+# ---------------------------------------------------------------- AMP302 on the core's scaler lifetimes (issue 31)
+# Adversarial loops written before AMP302's rebuild and replace checks moved onto
+# amplint/core/lifetime.Lifetime (which object, by allocation site, a scaler key holds, and
+# whether its restored state was used) and core/cfg.avoidable; expected rows written from the
+# code. The old rule got 20 of 26: it missed a scaler rebuilt at the end of each pass and one
+# whose pass uses it through a method, and a restore helper whose result is not assigned; it
+# reported a one-pass `while True`, a lazy `if scaler is None:` after a restore, and a second
+# phase after the restored scaler trained.
+LIFETIMES = {
+    'rebuild_each_epoch': ('import torch\nfor epoch in range(n):\n    scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n', [3]),
+    'rebuild_at_end_of_pass': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nfor epoch in range(n):\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n    scaler = torch.amp.GradScaler("cuda")\n', [8]),
+    'lazy_init_valid': ('import torch\nscaler = None\nfor epoch in range(n):\n    if scaler is None:\n        scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n', []),
+    'first_epoch_only_valid': ('import torch\nfor epoch in range(n):\n    if epoch == 0:\n        scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n', []),
+    'shared_amp_guard': ('import torch\nfor epoch in range(n):\n    if use_amp:\n        scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        if use_amp:\n            scaler.scale(model(x)).backward()\n            scaler.step(opt)\n            scaler.update()\n', [4]),
+    'one_pass_while_valid': ('import torch\nwhile True:\n    scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n    break\n', []),
+    'fold_loop_valid': ('import torch\nfor fold in range(5):\n    model = Net()\n    opt = torch.optim.AdamW(model.parameters())\n    scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n', []),
+    'inner_loop_rebuild': ('import torch\nfor epoch in range(n):\n    for x in loader:\n        scaler = torch.amp.GradScaler("cuda")\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n', [4]),
+    'ctor_in_loop_uses_after_valid': ('import torch\nfor c in cfgs:\n    scaler = torch.amp.GradScaler("cuda")\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'continue_bypass_then_rebuild': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nfor epoch in range(n):\n    if epoch < warm:\n        for x in loader:\n            scaler.scale(model(x)).backward()\n            scaler.step(opt)\n            scaler.update()\n        continue\n    scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n', [10]),
+    'self_attr_rebuilt_in_fit': ('import torch\nclass T:\n    def fit(self):\n        for epoch in range(self.n):\n            self.scaler = torch.amp.GradScaler("cuda")\n            for x in self.loader:\n                self.scaler.scale(model(x)).backward()\n                self.scaler.step(opt)\n                self.scaler.update()\n', [5]),
+    'self_attr_used_by_method': ('import torch\nclass T:\n    def step(self, x):\n        self.scaler.scale(model(x)).backward()\n        self.scaler.step(opt)\n        self.scaler.update()\n    def fit(self):\n        for epoch in range(self.n):\n            self.scaler = torch.amp.GradScaler("cuda")\n            for x in self.loader:\n                self.step(x)\n', [9]),
+    'helper_trains_rebuilt_per_batch': ('import torch\ndef train_sample(model, opt, x, scaler):\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\ndef train(loader):\n    for epoch in range(n):\n        for x in loader:\n            scaler = torch.amp.GradScaler("cuda")\n            train_sample(model, opt, x, scaler)\n', [9]),
+    'saver_only_valid': ('import torch\ndef save_scaler(scaler, path):\n    torch.save(scaler.state_dict(), path)\nfor path in paths:\n    scaler = torch.amp.GradScaler("cuda")\n    save_scaler(scaler, path)\n', []),
+    'unknown_helper_in_loop_valid': ('import torch\nfor epoch in range(n):\n    scaler = torch.amp.GradScaler("cuda")\n    train_one_epoch(model, loader, scaler)\n', []),
+    'per_call': ('import torch\ndef train_one_epoch(model, loader, opt):\n    scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\ndef main():\n    for epoch in range(10):\n        train_one_epoch(model, loader, opt)\n', [3]),
+    'per_call_returns_valid': ('import torch\ndef train_one_epoch(model, loader, opt):\n    scaler = torch.amp.GradScaler("cuda")\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n    return scaler\ndef main():\n    for epoch in range(10):\n        train_one_epoch(model, loader, opt)\n', []),
+    'restored_then_replaced': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nif args.resume:\n    scaler.load_state_dict(torch.load(args.resume)[\'scaler\'])\nscaler = torch.amp.GradScaler(\'cuda\', enabled=args.amp)\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', [5]),
+    'restore_else_new_valid': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nif args.resume:\n    scaler.load_state_dict(torch.load(args.resume)[\'scaler\'])\nelse:\n    scaler = torch.amp.GradScaler(\'cuda\', enabled=args.amp)\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'restored_used_then_new_phase_valid': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nscaler.load_state_dict(torch.load(p)[\'scaler\'])\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\nscaler = torch.amp.GradScaler("cuda")\nfor x in loader2:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'restored_again_after_new_valid': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nscaler.load_state_dict(a)\nscaler = torch.amp.GradScaler("cuda")\nscaler.load_state_dict(b)\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'lazy_after_restore_valid': ('import torch\nscaler = None\nif resume:\n    scaler = torch.amp.GradScaler("cuda")\n    scaler.load_state_dict(ckpt[\'scaler\'])\nif scaler is None:\n    scaler = torch.amp.GradScaler("cuda")\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'restoring_helper_not_assigned': ('import torch\ndef load_ckpt(path, model, scaler):\n    ck = torch.load(path)\n    model.load_state_dict(ck[\'m\'])\n    scaler.load_state_dict(ck[\'s\'])\nscaler = torch.amp.GradScaler("cuda")\nif args.resume:\n    load_ckpt(args.resume, model, scaler)\nscaler = torch.amp.GradScaler(\'cuda\', enabled=args.amp)\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', [9]),
+    'restoring_helper_assigned': ('import torch\ndef restore(path, scaler):\n    scaler.load_state_dict(torch.load(path)[\'s\'])\n    return scaler\nscaler = torch.amp.GradScaler("cuda")\nscaler = restore(p, scaler)\nscaler = torch.amp.GradScaler("cuda")\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', [7]),
+    'unknown_restore_then_new_valid': ('import torch\nscaler = torch.amp.GradScaler("cuda")\nload_state(path, scaler)\nscaler = torch.amp.GradScaler("cuda")\nfor x in loader:\n    scaler.scale(model(x)).backward()\n    scaler.step(opt)\n    scaler.update()\n', []),
+    'disabled_in_loop_valid': ("import torch\nfor epoch in range(n):\n    scaler = torch.amp.GradScaler('cuda', enabled=False)\n    for x in loader:\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)\n        scaler.update()\n", []),
+}
+
 # every adversarial table above, with the rule it pins
-ADVERSARIAL = {"AMP007": UPDATES, "AMP001": {**CYCLES, **HELPER_STEPS}, "AMP004": STEPS}
+ADVERSARIAL = {"AMP007": UPDATES, "AMP001": {**CYCLES, **HELPER_STEPS}, "AMP004": STEPS, "AMP302": LIFETIMES}
 
 
 @pytest.mark.parametrize("code,name", [(c, n) for c, table in ADVERSARIAL.items() for n in sorted(table)])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 
+from amplint.model.walker import _norm_test
+
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
@@ -187,3 +189,72 @@ def cycle_through(cfg: CFG, stmt, loop) -> set[int] | None:
     if start not in fwd:
         return None
     return {id(n.stmt) for n in fwd & closure(lambda n: n.pred)}
+
+
+def varies(cfg: CFG, loop, test) -> bool:
+    """May ``test`` change between passes of ``loop``: it calls something, or names a variable
+    or attribute the loop assigns (its target included)? Answered once per (loop, test)."""
+    memo = cfg.__dict__.setdefault("_varies", {})
+    hit = memo.get((id(loop), id(test)))
+    if hit is None:
+        stored = cfg.__dict__.setdefault("_stored", {})
+        names = stored.get(id(loop))
+        if names is None:
+            names = stored[id(loop)] = {ast.unparse(x) for x in ast.walk(loop) if isinstance(getattr(x, "ctx", None), ast.Store)}
+        hit = memo[(id(loop), id(test))] = any(
+            isinstance(x, ast.Call) or (isinstance(x, (ast.Name, ast.Attribute)) and ast.unparse(x) in names) for x in ast.walk(test)
+        )
+    return hit
+
+
+MAX_PATH_STATES = 20000
+
+
+def avoidable(cfg: CFG, start, target, avoid, loop=None) -> bool:
+    """Is there a path from ``start`` (a statement, left through its successors; None: the
+    function's entry) to ``target`` that never passes the statement ``avoid``, stays inside
+    ``loop`` when one is given, and takes no two arms of ``if`` tests with the same normalised
+    test that contradict each other (``if use_amp:`` ... ``if use_amp:``)? A test that may change
+    between passes (``varies``) is forgotten at the head of its loop. When the search grows
+    past ``MAX_PATH_STATES`` the answer is True: a rule reporting "every path passes it" stays
+    silent on what it could not check."""
+    begin = cfg.entry if start is None else cfg.node_of.get(id(start))
+    goal, bar = cfg.node_of.get(id(target)), cfg.node_of.get(id(avoid))
+    if begin is None or goal is None:
+        return True
+    tests = cfg.__dict__.setdefault("_tests", {})
+
+    def inside(n) -> bool:
+        return loop is None or (n.stmt is not None and (n.stmt is loop or loop in cfg.loops_around(n.stmt)))
+
+    seen: set = set()
+    work = [(begin, frozenset())]
+    while work:
+        n, assumed = work.pop()
+        arms = cfg.arms.get(id(n.stmt)) if isinstance(n.stmt, ast.If) else None
+        if arms is not None and id(n.stmt) not in tests:
+            tests[id(n.stmt)] = _norm_test(n.stmt.test)
+        for s in n.succ:
+            if s is bar or not inside(s):
+                continue
+            here = assumed
+            if arms is not None and tests[id(n.stmt)][0] is not None:
+                k, pol = tests[id(n.stmt)]
+                pol = pol if s is arms[0] else not pol
+                if arms[0] is arms[1]:
+                    pol = None
+                if pol is not None:
+                    if any(t == k and p != pol for t, p, _x in here):
+                        continue
+                    here = here | {(k, pol, n.stmt.test)}
+            if s is goal:
+                return True
+            if isinstance(s.stmt, _LOOPS) and here:
+                here = frozenset(a for a in here if not varies(cfg, s.stmt, a[2]))
+            state = (s, here)
+            if state not in seen:
+                if len(seen) > MAX_PATH_STATES:
+                    return True
+                seen.add(state)
+                work.append(state)
+    return False

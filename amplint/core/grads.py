@@ -38,7 +38,7 @@ import ast
 import re
 
 from amplint.lazyre import lazy
-from amplint.core.cfg import CFG, of
+from amplint.core.cfg import CFG, of, varies
 from amplint.model.facts import CERTAIN, Event
 from amplint.model.walker import _norm_test
 
@@ -109,22 +109,7 @@ class GradStates:
         return out
 
     def _varies(self, loop, test) -> bool:
-        """May ``test`` change between iterations of ``loop``: it calls something, or names a
-        variable or attribute the loop assigns (its target included)?"""
-        memo = (id(loop), id(test))  # asked at every edge into the loop's head: answered once
-        hit = self._varies_memo.get(memo)
-        if hit is not None:
-            return hit
-        stored = self._stored.get(id(loop))
-        if stored is None:
-            stored = self._stored[id(loop)] = {
-                ast.unparse(x) for x in ast.walk(loop) if isinstance(getattr(x, "ctx", None), ast.Store)
-            }
-        out = self._varies_memo[memo] = any(
-            isinstance(x, ast.Call) or (isinstance(x, (ast.Name, ast.Attribute)) and ast.unparse(x) in stored)
-            for x in ast.walk(test)
-        )
-        return out
+        return varies(self.cfg, loop, test)
 
     def transfer(self, items, state: frozenset) -> frozenset:
         live = self.live
@@ -190,8 +175,6 @@ class GradStates:
         cfg = self.cfg
         self._back_w: dict[int, frozenset] = {}
         self._inside: dict[int, set] = {}
-        self._stored: dict[int, set] = {}
-        self._varies_memo: dict[tuple, bool] = {}
         before: dict[int, dict] = {}
         after: dict[int, dict] = {cfg.entry.index: {frozenset(): frozenset()}}
         work = list(cfg.entry.succ)

@@ -4,8 +4,9 @@ import ast
 import os
 import re
 
+from amplint.core.cfg import avoidable
+from amplint.core.lifetime import Lifetime
 from amplint.lazyre import lazy
-from amplint.model import exclusive
 from amplint.model.filemodel import OPTIMIZER_NAME
 from amplint.model.names import qualify
 from amplint.model.queries_extra import calls_in_loops, fresh_run_loop
@@ -18,31 +19,18 @@ def _uses(model, key):
     return out
 
 
-def _restored_after(f, key, a) -> bool:
-    """A ``load_state_dict`` after the new construction brings the state back."""
-    return any(m.called and m.attr == "load_state_dict" and m.receiver == key and m.seq > a.seq for m in f.methods)
-
-
 def _handed_on(model, key) -> bool:
     """Is the scaler passed to two calls or more (a restore, and the helpers that train with it)?"""
     return sum(1 for f in model.funcs for c in f.calls if any(k == key for _p, k in c.arg_keys)) >= 2
 
 
-def _trained_by_helper(model, key) -> bool:
-    """Is the scaler handed to a project function whose summary scales, steps or updates
-    with it (``train_sample(args, sample, scaler=scaler)``)?"""
-    for f in model.funcs:
-        for c in f.calls:
-            positions = [p for p, k in c.arg_keys if k == key]
-            if not positions:
-                continue
-            hit = model.project_callee(c)
-            if hit is None:
-                continue
-            _path, callee, facts = hit
-            if any(facts.scaler_ops.get(callee.param_at(p) or "", set()) & {"scale", "step", "update"} for p in positions):
-                return True
-    return False
+def _lifetime(model, func, key, direct: bool) -> Lifetime:
+    """The core's lifetime analysis of ``key`` in ``func``, once per check."""
+    memo = model.__dict__.setdefault("_amp302_lifetimes", {})
+    hit = memo.get((id(func), key))
+    if hit is None:
+        hit = memo[(id(func), key)] = Lifetime(model, func, key, unknown_uses=direct)
+    return hit
 
 
 def _fresh_run_in(model, loop_node) -> bool:
@@ -96,20 +84,21 @@ class ScalerStateDiscarded(Rule):
 ## What it does
 Checks for a GradScaler whose learned state is thrown away during training:
 
-* `GradScaler(...)` constructed inside the epoch or iteration loop that uses it, or that
-  hands it to a project function training with it (`train_sample(..., scaler=scaler)`, whose
-  summary scales, steps or updates with that argument);
-* `GradScaler(...)` constructed inside a function (`train_one_epoch`) that this file calls
-  from a loop, once per epoch, or (project mode) that another module imports by name and
-  calls from a loop (`for epoch in ...: train_one_epoch(...)` in `main.py`, a file with no
-  AMP code of its own); a loop over runs (its body builds an optimizer or a model, its target
-  names a fold, seed or config) is not an epoch loop;
-* `scaler.load_state_dict(...)` followed by `scaler = GradScaler(...)` before training;
-* `scaler = restore(path, scaler)` (a project function, in this file or another module, that
-  calls `load_state_dict` on the scaler it is given) followed by `scaler = GradScaler(...)`;
-* `self.scaler = GradScaler(...)` in a subclass's `__init__` after `super().__init__(...)`,
-  whose base `__init__` (this file or another module) restored `self.scaler` (itself or
-  through a method it calls on `self`, `self.resume_ckpt()`);
+* `GradScaler(...)` built inside the epoch or iteration loop that uses it, so that no pass
+  of that loop reaches the use again without building a new scaler first (before the use, or
+  at the end of the pass); a use is a scaler call, a call handing the scaler to a project
+  function that scales, steps or updates with it (`train_sample(..., scaler=scaler)`), or a
+  method of the class that drives `self.scaler`;
+* `GradScaler(...)` built on every path to a use inside a function (`train_one_epoch`) that
+  this file calls from a loop, once per epoch, or (project mode) that another module imports
+  by name and calls from a loop (`for epoch in ...: train_one_epoch(...)` in `main.py`, a file
+  with no AMP code of its own); a loop over runs (its body builds an optimizer or a model, its
+  target names a fold, seed or config) is not an epoch loop;
+* `scaler = GradScaler(...)` where, on some path, the scaler's restored state is still held
+  and unused: after `scaler.load_state_dict(...)`, after a project function that loads the
+  scaler it is handed (`restore(path, scaler)`, assigned back or not), or, in a subclass's
+  `__init__`, after `super().__init__(...)` ran a base `__init__` (this file or another
+  module) that restored `self.scaler` (itself or through a method it calls on `self`);
 * `scaler.state_dict()` saved in a checkpoint that the file resumes from (it restores the
   optimizer, or loads state under an `if` that names resuming), while nothing ever restores
   the scaler: no `load_state_dict` on it, it is handed to no other code, and the checkpoint
@@ -125,10 +114,14 @@ scaler for the run skips 7, all in the first epoch. A scaler replaced after
 (512 and 23 in the measurement). Nothing raises.
 
 Not reported: a loop that starts a new run (its body builds a new optimizer or model, or
-its target names folds, seeds, trials or configs), a function that builds its own optimizer
-or returns the scaler, a lazy construction under a condition the uses do not share (`if
-scaler is None:`, `if epoch == 0:`), `load_state_dict` before the construction, and scalers
-constructed with `enabled=False`. For a saved state that is never restored: a scaler held in
+its target names folds, seeds, trials or configs), a loop that every pass leaves after the
+use (`while True: ... break`), a function that builds its own optimizer or returns the
+scaler, a construction some pass or call can skip on its way to the use (`if epoch == 0:`;
+a test the use shares, `if use_amp:` around both, does not count as skipping), a lazy
+construction on the arm where the scaler is missing (`if scaler is None:`, `if not
+hasattr(self, "scaler"):`), a restored state that some path used before the new
+construction (a second phase), a new scaler that is restored in its turn, a restore by code
+that cannot be seen, and scalers constructed with `enabled=False`. For a saved state that is never restored: a scaler held in
 an attribute (`self.scaler`: other code may restore it), a scaler passed to any call (a
 restore helper may load it), a checkpoint key named again in the file (`ckpt["scaler"]`, a
 generic `for k in ("model", "scaler")` restore), and files that only load weights outside a
@@ -476,77 +469,67 @@ class Trainer:
     ]
 
     def check(self, model):
-        seen = set()
         yield from self._never_restored(model)
+        seen = set()
         for key in model.scaler_keys():
-            ctors = model.constructions(key)
-            if not ctors or scaler_disabled(model, key):
+            if scaler_disabled(model, key):
                 continue
-            uses = _uses(model, key)
-            helper_trains = not uses and _trained_by_helper(model, key)
-            if not uses and not helper_trains and not _handed_on(model, key):
-                continue
-            for a in ctors:
-                if _disabled_ctor(a):
+            direct = bool(_uses(model, key))
+            for a in model.constructions(key):
+                if a.func is None or _disabled_ctor(a) or id(a.node) in seen:
                     continue
-                if uses:
-                    d = (self._in_loop(model, key, a, uses) or self._per_call(model, key, a, uses)
-                         or self._after_restore(model, key, a, uses) or self._after_base_restore(model, key, a))
-                else:  # the scaler works in helpers it is passed to: a loop that rebuilds it around
-                    # a helper that trains with it, or a restore it undoes
-                    d = (self._in_loop(model, key, a, uses) if helper_trains else None) or (
-                        self._after_restoring_call(model, key, a, uses) if _handed_on(model, key) else None)
-                if d is not None and id(a.node) not in seen:
+                life = _lifetime(model, a.func, key, direct)
+                new = life.new_item(a)
+                if new is None:
+                    continue
+                uses = life.uses_of(new)
+                d = (self._rebuilt_per_pass(model, a, uses, life) or self._rebuilt_per_call(model, key, a, uses, life)
+                     or (self._replaces_restored(model, a, new, life) if direct or _handed_on(model, key) else None))
+                if d is not None:
                     seen.add(id(a.node))
                     yield d
-
-    def _unshared_guard(self, a, uses) -> bool:
-        """The construction is conditioned on something the uses are not (lazy init)."""
-        for lit in a.ctx.lits:
-            if not any(lit in e.ctx.lits or (lit.key is not None and any(x.key == lit.key and x.pol == lit.pol for x in e.ctx.lits)) for e in uses):
-                return True
-        return False
 
     def _ctor_text(self, model, a):
         return model.text(a.value) if a.value is not None else "GradScaler(...)"
 
-    def _in_loop(self, model, key, a, uses):
-        if not a.ctx.loops or a.func is None:
+    def _rebuilt_per_pass(self, model, a, uses, life):
+        """A use in the loop around the construction that no pass of that loop reaches again
+        without building the object first (``cfg.avoidable`` finds no path from the use through
+        the loop's head back to it that skips the construction)."""
+        if not a.ctx.loops:
             return None
         loop = a.ctx.loops[-1]
-        inside = [e for e in uses if e.func is a.func and loop in e.loops and e.seq > a.seq]
-        if not inside:
-            # passed to a helper called in the loop after the construction
-            called = [
-                c for c in a.func.calls
-                if loop in c.ctx.loops and c.seq > a.seq and any(k == key for _p, k in c.arg_keys)
-            ]
-            if not called:
+        cfg = life.cfg
+        for u in uses:
+            if u.stmt is a.stmt or loop.node not in cfg.loops_around(u.stmt):
+                continue
+            head = loop.node  # a pass of this loop, not of a loop inside it, runs between two uses
+            if not avoidable(cfg, u.stmt, head, None, head) or (
+                    avoidable(cfg, u.stmt, head, a.stmt, head) and avoidable(cfg, head, u.stmt, a.stmt, head)):
+                continue
+            if _fresh_run_in(model, loop.node):
                 return None
-        if self._unshared_guard(a, inside or uses):
-            return None
-        if _fresh_run_in(model, loop.node):
-            return None
-        what = "epoch/iteration loop" if isinstance(loop.node, (ast.For, ast.AsyncFor, ast.While)) else "loop"
-        return self.diagnostic(
-            model,
-            a.value if a.value is not None else a.node,
-            f"`{self._ctor_text(model, a)}` is built inside the {what} (line {loop.node.lineno}): every pass restarts "
-            f"at scale 65536 with no growth history and re-learns it by skipping steps on overflow; build the scaler "
-            f"once, before the loop",
-            None,
-            a.stmt,
-        )
+            what = "epoch/iteration loop" if isinstance(loop.node, (ast.For, ast.AsyncFor, ast.While)) else "loop"
+            return self.diagnostic(
+                model, a.value if a.value is not None else a.node,
+                f"`{self._ctor_text(model, a)}` is built inside the {what} (line {loop.node.lineno}): every pass restarts "
+                f"at scale 65536 with no growth history and re-learns it by skipping steps on overflow; build the scaler "
+                f"once, before the loop",
+                None, a.stmt,
+                why=((a.node.lineno, "a new GradScaler"), (u.line, "used by the same pass, every pass through it builds the scaler first")),
+            )
+        return None
 
-    def _per_call(self, model, key, a, uses):
+    def _rebuilt_per_call(self, model, key, a, uses, life):
+        """A function that builds the scaler before a use on every path (``cfg.avoidable`` from
+        its entry), called from a loop: every call starts a fresh scaler."""
         g = a.func
-        if g is None or a.ctx.loops or not isinstance(g.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if a.ctx.loops or not isinstance(g.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return None
         if key[0] == "L" and key[1] != g.fid:
             return None
-        if not any(e.func is g for e in uses) or self._unshared_guard(a, [e for e in uses if e.func is g]):
-            return None
-        if g.name == "__init__" or _fresh_run_func(model, g) or _returns_key(model, g, key):
+        hit = next((u for u in uses if not avoidable(life.cfg, None, u.stmt, a.stmt)), None)
+        if hit is None or g.name == "__init__" or _fresh_run_func(model, g) or _returns_key(model, g, key):
             return None
         if key[0] == "L" and model.escapes(key, g):
             return None
@@ -563,84 +546,33 @@ class Trainer:
         if caller is None:
             return None
         return self.diagnostic(
-            model,
-            a.value if a.value is not None else a.node,
+            model, a.value if a.value is not None else a.node,
             f"`{self._ctor_text(model, a)}` is built in `{g.name}()`, which {caller}: every call restarts at scale "
             f"65536 with no growth history; build the scaler once and pass it in",
-            None,
-            a.stmt,
+            None, a.stmt,
+            why=((a.node.lineno, "a new GradScaler on every path into"), (hit.line, "this use")),
         )
 
-    def _after_restore(self, model, key, a, uses):
-        f = a.func
-        if f is None:
+    def _replaces_restored(self, model, a, new, life):
+        """A restored state that nothing used since may still be held when the construction
+        builds a fresh object in its place, and nothing restores the new one."""
+        r = life.discarded_restore(new)
+        if r is None or life.restored_later(new) or any(lp not in r.x.ctx.loops for lp in a.ctx.loops):
             return None
-        d = self._after_restoring_call(model, key, a, uses)
-        if d is not None:
-            return d
-        for mc in f.methods:
-            if not mc.called or mc.attr != "load_state_dict" or mc.receiver != key or mc.seq >= a.seq:
-                continue
-            if exclusive(mc.ctx.lits, a.ctx.lits):
-                continue
-            if any(lp not in mc.ctx.loops for lp in a.ctx.loops):
-                continue
-            if _restored_after(f, key, a):
-                return None
-            return self._replaced(model, a, "restored by `load_state_dict`", mc.node.lineno, "construct the scaler before restoring it")
-        return None
-
-    def _after_base_restore(self, model, key, a):
-        """``super().__init__(...)`` runs a base ``__init__`` (this file or another module)
-        that restores ``self.<scaler>`` (``self.resume_ckpt()`` loading its state), and then
-        the subclass's ``__init__`` builds ``self.<scaler> = GradScaler(...)`` anew."""
-        f = a.func
-        if key[0] != "A" or f is None or f.name != "__init__" or f.cls is None or a.ctx.lits or a.ctx.loops:
-            return None
-        sup = next((c for c in f.calls if c.seq < a.seq and _super_init(c.node) and not c.ctx.lits), None)
-        if sup is None or _restored_after(f, key, a):
-            return None
-        index = model.index
-        hit = index.base_init(model.path, f.cls.qualname) if hasattr(index, "base_init") else None
-        if hit is None or "load" not in index.facts(*hit).self_ops.get(f"self.{key[-1]}", ()):
-            return None
-        return self._replaced(
-            model, a, f"that `{hit[1].qualname}()` restored (called by `super().__init__`)", sup.node.lineno,
-            "build the scaler before the base class restores it, or not at all",
-        )
-
-    def _replaced(self, model, a, how: str, line: int, advice: str):
+        if r.x.__class__.__name__ == "MethodCall":
+            how, advice = "restored by `load_state_dict`", "construct the scaler before restoring it"
+        elif "_restorer" in r.x.__dict__:
+            how = f"that `{r.x._restorer}()` restored (called by `super().__init__`)"
+            advice = "build the scaler before the base class restores it, or not at all"
+        else:
+            how, advice = f"that `{model.text(r.x.node.func)}(...)` restored", "drop the new construction"
         return self.diagnostic(
-            model,
-            a.value if a.value is not None else a.node,
-            f"`{self._ctor_text(model, a)}` replaces the scaler {how} on line {line}: the restored scale and growth "
+            model, a.value if a.value is not None else a.node,
+            f"`{self._ctor_text(model, a)}` replaces the scaler {how} on line {r.line}: the restored scale and growth "
             f"tracker are lost (training restarts at 65536); {advice}",
-            None,
-            a.stmt,
+            None, a.stmt,
+            why=((r.line, "the scaler's state restored"), (a.node.lineno, "replaced, unused, by a new GradScaler on some path")),
         )
-
-    def _after_restoring_call(self, model, key, a, uses):
-        """``scaler = restore(path, scaler)`` (a project function that loads the scaler it is
-        given and returns it), then ``scaler = GradScaler()``: the restored state is dropped."""
-        f = a.func
-        for r in model.assigns.get(key, ()):
-            if r.func is not f or r.seq >= a.seq or r.kind == "ctor" or exclusive(r.ctx.lits, a.ctx.lits):
-                continue
-            if any(lp not in r.ctx.loops for lp in a.ctx.loops):
-                continue
-            c = next((c for c in f.calls if c.stmt is r.stmt and any(k == key for _p, k in c.arg_keys)), None)
-            if c is None or not isinstance(r.stmt, ast.Assign) or r.stmt.value is not c.node:
-                continue
-            hit = model.project_callee(c)
-            if hit is None:
-                continue
-            loads = [pos for pos, k in c.arg_keys if k == key and "load" in hit[2].scaler_ops.get(hit[1].param_at(pos) or "", ())]
-            if not loads:
-                continue
-            if any(r.seq < e.seq < a.seq for e in uses) or _restored_after(f, key, a):
-                return None
-            return self._replaced(model, a, f"that `{model.text(c.node.func)}(...)` restored", c.node.lineno, "drop the new construction")
-        return None
 
     def _never_restored(self, model):
         """The scaler's state is saved under a key of the checkpoint, the file resumes from a
@@ -674,13 +606,6 @@ class Trainer:
             return
 
 
-def _super_init(node) -> bool:
-    """``super().__init__(...)`` or ``Base.__init__(self, ...)``."""
-    fn = node.func
-    if not (isinstance(fn, ast.Attribute) and fn.attr == "__init__"):
-        return False
-    v = fn.value
-    return (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super") or isinstance(v, (ast.Name, ast.Attribute))
 
 
 RESUME = lazy(r"resum|restor|restart|continu|load_from|from_ckpt|start_epoch|load_ckpt|load_checkpoint", re.IGNORECASE)
