@@ -274,3 +274,31 @@ def test_lifetime_follows_the_object_a_scaler_key_holds():
     assert life.discarded_restore(news[2]).line == 5
     assert {u.line for u in life.uses_of(news[2])} == {9} and life.uses_of(news[0]) == []
     assert not life.restored_later(news[2]) and life.restored_later(news[0])
+
+
+def test_dict_flow_follows_a_checkpoint_dict_over_paths_and_stops_at_code_it_cannot_read():
+    from amplint.core.containers import DictFlow
+
+    src = textwrap.dedent(
+        """
+        import torch
+        def save(model, optimizer, scaler, path, amp):
+            opt_state = optimizer.state_dict()
+            ckpt = {"model": model.state_dict(), "optimizer": opt_state}
+            if amp:
+                ckpt["scaler"] = scaler.state_dict()
+            torch.save(ckpt, path)
+            other = {"a": 1}
+            log(other)
+            torch.save(other, path)
+        """
+    )
+    model = build_model(src, ast.parse(src), "t.py")
+    f = next(f for f in model.funcs if f.name == "save")
+    flow = DictFlow(model, f)
+    first, second = (_at(model.tree, n) for n in (8, 11))
+    got = flow.contents(first, "ckpt")
+    # the alias is resolved to its call; the scaler entry is held on one path, so it may be there
+    assert [ast.unparse(v) for v in got.values] == ["optimizer.state_dict()", "model.state_dict()", "scaler.state_dict()"]
+    assert "'scaler' scaler.state_dict()" in got.text
+    assert flow.contents(second, "other") is None  # handed to log() first: unknown

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.core.containers import Contents, DictFlow
 from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.model.names import dotted, literal_dict, qualify, state_owner
@@ -946,9 +947,9 @@ class Trainer:
             p = callee.param_at(pos)
             if p is None or p not in facts.saves_param:
                 continue
-            d = self._dict_value(model, a, c)
+            d = self._dict(model, c, a)
             if d is not None and any(self._optimizer_state(model, v, c.func) for v in ([d] if isinstance(d, ast.Call) else d.values)):
-                if not re.search(r"scale", model.text(d), re.IGNORECASE):
+                if not re.search(r"scale", _text(model, d), re.IGNORECASE):
                     return "saves a checkpoint with the optimizer state but not `{scaler}.state_dict()`"
         passed = {callee.param_at(pos) for pos, a in args if not (isinstance(a, ast.Constant) and a.value is None)}
         gives_optimizer = any(
@@ -965,33 +966,17 @@ class Trainer:
         return None
 
     @staticmethod
-    def _dict_value(model, a, c):
-        if literal_dict(a) is not None:
-            return literal_dict(a)
-        if isinstance(a, ast.Name):
-            key = model.key_of_expr(a, c.func)
-            prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
-            if prior and literal_dict(prior[-1].value) is not None:
-                later = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq > prior[-1].seq]
-                if not later:
-                    return literal_dict(prior[-1].value)
-        return None
-
-    @staticmethod
-    def _dict(model, c):
-        a = c.node.args[0]
+    def _dict(model, c, a=None):
+        """What the call ``c`` hands over in ``a`` (its first argument by default): an
+        ``x.state_dict()`` call, a dict literal, or a local dict as the core's container flow
+        says it may hold there (``Contents``); None when unknown."""
+        a = c.node.args[0] if a is None else a
         if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "state_dict":
             return a
         if literal_dict(a) is not None:
             return literal_dict(a)
-        if isinstance(a, ast.Name):
-            key = model.key_of_expr(a, c.func)
-            prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
-            if prior and literal_dict(prior[-1].value) is not None:
-                base = literal_dict(prior[-1].value)
-                return _filled(model, c, a.id, base, prior[-1].stmt.lineno if prior[-1].stmt is not None else 0)
-            if not prior and a.id in c.func.params:  # def save(path, **state): state.update({...}); torch.save(state, path)
-                return _filled(model, c, a.id, None, 0)
+        if isinstance(a, ast.Name) and c.stmt is not None:
+            return _flow(model, c.func).contents(c.stmt, a.id)
         return None
 
     @staticmethod
@@ -1132,46 +1117,20 @@ def _base_restores(model, qual, defined, attrs) -> bool:
 
 
 def _returned_checkpoint(model, m, f):
-    """The ``return`` of method ``m`` that hands back a checkpoint dict of the object: a dict
-    literal, or a local dict filled key by key (``d = {}; d["optimizer"] = ...; return d``),
-    holding ``self.<optimizer>.state_dict()`` and nothing scaler-like. None when the method
-    returns anything else, or the dict is handed to other code or updated from something
-    not read."""
-    dicts: dict[str, list] = {}
-    rets = []
-    for n in sorted(_own_nodes(m), key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1:
-            t = n.targets[0]
-            if isinstance(t, ast.Name) and literal_dict(n.value) is not None:
-                dicts[t.id] = list(literal_dict(n.value).values)
-                continue
-            if isinstance(t, ast.Name) and t.id in dicts:
-                dicts.pop(t.id)  # rebound to something else
-            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and dicts.get(t.value.id) is not None:
-                dicts[t.value.id].append(n.value)
-                dicts[t.value.id].append(t.slice)
-        elif isinstance(n, ast.Call):
-            for a in [*n.args, *(k.value for k in n.keywords)]:
-                if isinstance(a, ast.Name) and a.id in dicts:
-                    dicts[a.id] = None  # handed to other code: what it adds is unknown
-            fn = n.func
-            if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id in dicts and dicts[fn.value.id] is not None:
-                d = literal_dict(n.args[0]) if fn.attr == "update" and len(n.args) == 1 and not n.keywords else None
-                dicts[fn.value.id] = None if d is None else [*dicts[fn.value.id], *d.values, *d.keys]
-        elif isinstance(n, ast.Return) and n.value is not None:
-            rets.append(n)
-    for r in rets:
+    """The ``return`` of method ``m`` (the model function ``f``) that hands back a checkpoint
+    dict of the object: a dict literal, or a local dict as the core's container flow says it
+    holds there (``d = {}; d["optimizer"] = ...; return d``), holding
+    ``self.<optimizer>.state_dict()`` and nothing scaler-like. None when the method returns
+    anything else, or the dict is handed to other code or updated from something not read."""
+    for r in sorted((n for n in _own_nodes(m) if isinstance(n, ast.Return) and n.value is not None), key=lambda n: n.lineno):
         v = r.value
-        if literal_dict(v) is not None:
-            values = [*literal_dict(v).values, *(k for k in literal_dict(v).keys if k is not None)]
-        elif isinstance(v, ast.Name) and dicts.get(v.id) is not None:
-            values = dicts[v.id]
-        else:
+        d = literal_dict(v) if literal_dict(v) is not None else _flow(model, f).contents(r, v.id) if isinstance(v, ast.Name) else None
+        if d is None:
             continue
-        if any(re.search(r"scal", ast.unparse(x), re.I) for x in values if x is not None):
+        if re.search(r"scal", _text(model, d), re.I):
             return None
         if any(isinstance(x, ast.Call) and (b := state_owner(x)) is not None and isinstance(b, ast.Attribute)
-               and isinstance(b.value, ast.Name) and b.value.id == f.self_name and model.is_optimizer(b, f) for x in values):
+               and isinstance(b.value, ast.Name) and b.value.id == f.self_name and model.is_optimizer(b, f) for x in d.values):
             return r
     return None
 
@@ -1296,73 +1255,21 @@ def _injected_keys(model) -> list:
     return out
 
 
-class _Built:
-    """A checkpoint dict built by statements: ``ckpt = {...}`` then ``ckpt["optimizer"] = ...``
-    or ``ckpt.update({...})`` before the save; ``values`` with local aliases of a
-    ``state_dict()`` (``opt_state = optimizer.state_dict()``) replaced by the call."""
-
-    def __init__(self, values, text, identity):
-        self.values = values
-        self.text = text
-        self.identity = identity  # the dict it grew from (its literal, or the parameter)
+def _flow(model, func) -> DictFlow:
+    """The core's container flow of ``func``, once per check."""
+    memo = model.__dict__.setdefault("_amp301_flows", {})
+    hit = memo.get(id(func))
+    if hit is None:
+        hit = memo[id(func)] = DictFlow(model, func)
+    return hit
 
 
 def _identity(d):
-    return d.identity if isinstance(d, _Built) else id(d)
+    return d.identity if isinstance(d, Contents) else id(d)
 
 
 def _text(model, d) -> str:
-    return d.text if isinstance(d, _Built) else model.text(d)
-
-
-def _filled(model, c, name: str, base, start: int):
-    """The dict ``name`` as the save at ``c`` writes it: ``base`` (a literal, or None for a
-    parameter) and what the statements of the same function add to it between line ``start``
-    and the save. None when something else may add to it (``name.update(other)``, a call
-    handed the dict, a nested function) or, for a parameter, nothing is added."""
-    f = c.func
-    if not isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-        return base
-    from amplint.model import exclusive
-
-    end = c.node.lineno
-    values, texts, aliases = [], [], {}
-    sites = {id(x.node): x for x in f.calls}
-    for n in _own_nodes(f.node):
-        if isinstance(n, ast.Call) and id(n) in sites and exclusive(sites[id(n)].ctx.lits, c.ctx.lits):
-            continue  # another branch (`if accelerator: ... else: torch.save(...)`)
-        line = getattr(n, "lineno", 0)
-        if not (start < line < end or (isinstance(n, ast.Assign) and line < end)):
-            continue
-        if isinstance(n, ast.Assign) and len(n.targets) == 1:
-            t = n.targets[0]
-            if isinstance(t, ast.Name) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "state_dict":
-                aliases.setdefault(t.id, []).append(n.value)
-            elif start < line and isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name:
-                values.append(n.value)
-                texts.append(ast.unparse(t.slice) + " " + ast.unparse(n.value))
-        elif isinstance(n, ast.Call) and start < line:
-            fn = n.func
-            if isinstance(fn, ast.Attribute) and fn.attr == "update" and isinstance(fn.value, ast.Name) and fn.value.id == name:
-                d = literal_dict(n.args[0]) if len(n.args) == 1 and not n.keywords else None
-                if d is None:
-                    return None  # updated from something we do not read
-                values.extend(d.values)
-                texts.append(ast.unparse(d))
-            elif any(isinstance(x, ast.Name) and x.id == name for x in [*n.args, *(k.value for k in n.keywords)]) and n is not c.node:
-                return None  # handed to other code before the save: it may add the scaler state
-    if base is None and not values:
-        return None
-    if not values:
-        return base
-    resolved = []
-    for v in [*(base.values if base is not None else ()), *values]:
-        if isinstance(v, ast.Name) and v.id in aliases:
-            resolved.extend(aliases[v.id])
-        else:
-            resolved.append(v)
-    text = " ".join([model.text(base) if base is not None else "", *texts, *(ast.unparse(a) for al in aliases.values() for a in al)])
-    return _Built(resolved, text, id(base) if base is not None else (id(f.node), name))
+    return d.text if isinstance(d, Contents) else model.text(d)
 
 
 def _own_nodes(fnode):
