@@ -7,7 +7,13 @@
   anything the analysis cannot follow (a call that may drive the scaler), which no rule reports;
 * ``grads``: the gradients a scaled backward produced, over the same graph (scaled until
   ``unscale_``, closed by ``update()``, overwritten by a fresh backward), with the clips and
-  ``zero_grad()`` calls followed forward to the step they reach; a call that may unscale is Top.
+  ``zero_grad()`` calls followed forward to the step they reach; a call that may unscale is Top;
+* ``lifetime``: which GradScaler object, by allocation site, a scaler key holds on each
+  statement, and whether its restored state was used since (AMP302); with ``cfg.avoidable``,
+  a path-sensitive "can a pass reach this use without building it first?";
+* ``containers``: what a dict-valued local holds where it is saved or returned (the literal or
+  parameter it grew from and the entries added on some path; Top once code we cannot read has
+  it), for the checkpoint rule (AMP301).
 
 Rules ask it questions ("which scaler iteration is open on every path into this statement?")
 instead of comparing line positions and branch literals themselves. The core imports only the
