@@ -19,6 +19,7 @@ from amplint.core.cfg import of
 from amplint.model.names import literal_dict
 
 TOP = "top"
+SAVERS = frozenset(("torch.save",))
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -104,24 +105,22 @@ class DictFlow:
                 self._add(state, name, [(ast.unparse(n.args[0]), x) for x in self._value(n.args[1], state)])
         for pos, a in [*enumerate(n.args), *((k.arg, k.value) for k in n.keywords)]:
             if isinstance(a, ast.Name) and a.id in state and not a.id.startswith("="):
-                if self._saves(n) or self._saved_by(n, pos):
+                if self._saved_by(n, pos):
                     continue
                 state[a.id] = frozenset((TOP,))  # handed to other code: what it adds is unknown
 
     def _saved_by(self, n, pos) -> bool:
-        """Is ``n`` a call of a project function whose summary saves the parameter it is
-        handed the dict in (``save_checkpoint(ckpt, ...)``)?"""
+        """Is ``n`` ``torch.save``, or a call of a project function whose summary
+        saves the parameter it is handed the dict in (``save_checkpoint(ckpt, ...)``)? Saving
+        reads the dict and adds nothing to it."""
         site = self._sites.get(id(n))
+        if site is not None and site.qualname in SAVERS:
+            return True
         hit = self.model.project_callee(site) if site is not None and pos is not None else None
         if hit is None:
             return False
         p = hit[1].param_at(pos)
         return p is not None and p in hit[2].saves_param
-
-    @staticmethod
-    def _saves(n) -> bool:
-        fn = n.func
-        return isinstance(fn, ast.Attribute) and fn.attr in ("save", "save_file")
 
     def _assign(self, t, v, state):
         if isinstance(t, ast.Name):

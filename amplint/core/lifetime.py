@@ -58,6 +58,7 @@ class Lifetime:
         self.model, self.func, self.key = model, func, key
         self.cfg = cfg if cfg is not None else of(func)
         self.items: dict[int, list[Item]] = {}
+        self.restorers: dict[int, str] = {}  # id(super().__init__ call) -> the base __init__ that restores K
         self._collect(base_restores)
         self._missing = self._existence_arms()
         self.before: dict[int, frozenset] = {}  # id(item) -> bindings on entry to it
@@ -108,7 +109,7 @@ class Lifetime:
             index = m.index
             hit = index.base_init(m.path, self.func.cls.qualname) if hasattr(index, "base_init") else None
             if hit is not None and "load" in index.facts(*hit).self_ops.get(f"self.{key[-1]}", ()):
-                c.__dict__["_restorer"] = hit[1].qualname
+                self.restorers[id(c)] = hit[1].qualname
                 return "restore"
             return None
         if key[0] == "A":

@@ -7,6 +7,7 @@ import re
 from amplint.core.cfg import avoidable
 from amplint.core.lifetime import Lifetime
 from amplint.lazyre import lazy
+from amplint.model.facts import MethodCall
 from amplint.model.filemodel import OPTIMIZER_NAME
 from amplint.model.names import qualify
 from amplint.model.queries_extra import calls_in_loops, fresh_run_loop
@@ -559,10 +560,10 @@ class Trainer:
         r = life.discarded_restore(new)
         if r is None or life.restored_later(new) or any(lp not in r.x.ctx.loops for lp in a.ctx.loops):
             return None
-        if r.x.__class__.__name__ == "MethodCall":
+        if isinstance(r.x, MethodCall):
             how, advice = "restored by `load_state_dict`", "construct the scaler before restoring it"
-        elif "_restorer" in r.x.__dict__:
-            how = f"that `{r.x._restorer}()` restored (called by `super().__init__`)"
+        elif id(r.x) in life.restorers:
+            how = f"that `{life.restorers[id(r.x)]}()` restored (called by `super().__init__`)"
             advice = "build the scaler before the base class restores it, or not at all"
         else:
             how, advice = f"that `{model.text(r.x.node.func)}(...)` restored", "drop the new construction"
