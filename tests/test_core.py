@@ -302,3 +302,38 @@ def test_dict_flow_follows_a_checkpoint_dict_over_paths_and_stops_at_code_it_can
     assert [ast.unparse(v) for v in got.values] == ["optimizer.state_dict()", "model.state_dict()", "scaler.state_dict()"]
     assert "'scaler' scaler.state_dict()" in got.text
     assert flow.contents(second, "other") is None  # handed to log() first: unknown
+
+
+def test_persist_reads_what_a_checkpoint_holds_through_locals_nested_dicts_and_aliases():
+    from amplint.core.persist import held
+
+    src = textwrap.dedent(
+        """
+        import torch
+        amp = torch.amp.GradScaler("cuda")
+        def save(model, optimizer, path, other):
+            opt_state = optimizer.state_dict()
+            extra = {"a": amp.state_dict()}
+            torch.save({"optimizer": opt_state, "extra": extra}, path)
+            torch.save({"optimizer": opt_state, "epochs": [1, 2]}, path)
+            torch.save({"optimizer": opt_state, "grad_scale": other.get_scale()}, path)
+            ck = {"optimizer": opt_state}
+            ck.update(other)
+            torch.save(ck, path)
+            torch.save(opt_state, path)
+        """
+    )
+    model = build_model(src, ast.parse(src), "t.py")
+    f = next(f for f in model.funcs if f.name == "save")
+    saves = {c.node.lineno: c for c in f.calls if c.qualname == "torch.save"}
+
+    def at(line):
+        c = saves[line]
+        return held(model, f, c.stmt, c.node.args[0])
+
+    nested, plain, named, top, alias = at(7), at(8), at(9), at(12), at(13)
+    assert nested.optimizer and nested.scaler  # the alias resolved, the nested dict followed to the scaler's state
+    assert plain.optimizer and not plain.scaler and not plain.own_optimizer
+    assert named.optimizer and named.scaler  # unresolved, but named for the scaler: taken to be it
+    assert top is None  # updated from a dict it cannot read
+    assert alias.optimizer and not alias.scaler

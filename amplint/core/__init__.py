@@ -13,7 +13,11 @@
   a path-sensitive "can a pass reach this use without building it first?";
 * ``containers``: what a dict-valued local holds where it is saved or returned (the literal or
   parameter it grew from and the entries added on some path; Top once code we cannot read has
-  it), for the checkpoint rule (AMP301).
+  it);
+* ``persist``: which abstract objects' state a checkpoint holds where it is written or
+  returned (an optimizer's, the scaler's, by the model's typing; nested containers, aliases and
+  a project helper's returned dict, its parameters typed by the call's arguments), for the
+  checkpoint rule (AMP301).
 
 Rules ask it questions ("which scaler iteration is open on every path into this statement?")
 instead of comparing line positions and branch literals themselves. The core imports only the

@@ -159,6 +159,14 @@ class DictFlow:
         self.before = {id(n.stmt): into[id(n)] for n in cfg.nodes if n.stmt is not None and id(n) in into}
 
     # ------------------------------------------------------------------ queries
+    def alias(self, stmt, name: str) -> list | None:
+        """The ``state_dict()`` calls the local ``name`` may alias on entry to ``stmt``
+        (``opt_state = optimizer.state_dict()``); None when it may hold anything else."""
+        al = self.before.get(id(stmt), {}).get("=" + name)
+        if not al or TOP in al:
+            return None
+        return [self.nodes[i] for i in sorted(al)]
+
     def contents(self, stmt, name: str) -> Contents | None:
         """What ``name`` may hold on entry to ``stmt``; None when unknown or not a dict."""
         vs = self.before.get(id(stmt), {}).get(name)

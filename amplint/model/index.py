@@ -630,6 +630,7 @@ class ProjectIndex:
                         [names[p] for p in d.opt_params if p in names],
                         [names[p] for p in d.scaler_params if p in names], d.line,
                         [names[p] for p in d.owner_params if p in names],
+                        [names[p] for p in d.state_params if p in names],
                     ))
         if not _stack:
             self._facts[key] = out

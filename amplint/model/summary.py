@@ -44,9 +44,10 @@ class SaveFact:
     whose ``state_dict()`` it holds (``opt_params``/``scaler_params``), and whether it holds an
     optimizer state (``has_opt``) or anything scaler-like at all (``has_scaler``)."""
 
-    __slots__ = ("param", "has_opt", "has_scaler", "opt_params", "scaler_params", "line", "owner_params")
+    __slots__ = ("param", "has_opt", "has_scaler", "opt_params", "scaler_params", "line", "owner_params", "state_params")
 
-    def __init__(self, param=None, has_opt=False, has_scaler=False, opt_params=(), scaler_params=(), line=0, owner_params=()):
+    def __init__(self, param=None, has_opt=False, has_scaler=False, opt_params=(), scaler_params=(), line=0, owner_params=(),
+                 state_params=()):
         self.param = param
         self.has_opt = has_opt
         self.has_scaler = has_scaler
@@ -55,6 +56,9 @@ class SaveFact:
         self.line = line
         # parameters whose attribute's optimizer state it holds (``trainer.optimizer.state_dict()``)
         self.owner_params = tuple(owner_params)
+        # every parameter (or ``self.<attr>``) whose state, or whose object, it holds, whatever its
+        # name: the caller types them by the arguments it hands over (``make_state(o, epoch)``)
+        self.state_params = tuple(state_params)
 
     def __repr__(self) -> str:
         return f"SaveFact(param={self.param!r}, opt={self.has_opt}, scaler={self.has_scaler}, line={self.line})"
@@ -519,7 +523,7 @@ class _Summariser:
             return
         if literal_dict(value) is not None or (isinstance(value, ast.Name) and value.id in self.dicts):
             fact = self._dict_fact(value, value.lineno)  # return {"optimizer": optimizer.state_dict(), ...}
-            if fact is not None and fact.has_opt:
+            if fact is not None and (fact.has_opt or fact.state_params):
                 self.s.returns_state = fact
             return
         if isinstance(value, ast.Tuple):  # return model, scaler: a factory of several objects
@@ -649,8 +653,10 @@ class _Summariser:
             values = [arg]  # torch.save(optimizer.state_dict(), path): one state per file
         else:
             return None
-        opt_params, scaler_params, owners, has_opt, has_scaler = [], [], [], False, False
+        opt_params, scaler_params, owners, has_opt, has_scaler, states = [], [], [], False, False, []
         for v in values:
+            if (r := self.ref(v)) is not None:
+                states.append(r)  # the object itself: a pickled GradScaler keeps its state
             text = ast.unparse(v).lower() if v is not None else ""
             if "scale" in text:
                 has_scaler = True
@@ -659,6 +665,8 @@ class _Summariser:
                 if base is not None:
                     btext = ast.unparse(base).lower().rsplit(".", 1)[-1]
                     r = self.ref(base)
+                    if r:
+                        states.append(r)
                     if "scaler" in btext:
                         has_scaler = True
                         if r:
@@ -669,5 +677,5 @@ class _Summariser:
                             opt_params.append(r)
                         elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id in self.params:
                             owners.append(base.value.id)  # trainer.optimizer.state_dict()
-        return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line, owners)
+        return SaveFact(None, has_opt, has_scaler, opt_params, scaler_params, line, owners, states)
 

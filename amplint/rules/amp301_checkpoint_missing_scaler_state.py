@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
-from amplint.core.containers import Contents, DictFlow
+from amplint.core.persist import held
 from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.model.names import dotted, literal_dict, qualify, state_owner
@@ -69,10 +69,16 @@ In project mode, a class handed its scaler (`self.scaler = scaler` from a parame
 trains with it (`scale`/`step`/`update`) counts too, when no other file of the project saves
 or loads a scaler state (a caller's `trainer.scaler.state_dict()` would keep it).
 
-The dict may be built before the save: key by key (`ckpt = {}`; `ckpt["optimizer"] =
-opt_state`, with `opt_state = optimizer.state_dict()`) or with `ckpt.update({...})` (a
-`**kwargs` parameter too). One handed to other code before the save, or updated from
-something not written out, is unknown and not reported.
+What the checkpoint holds is read by the core's persistence query (`core/persist.py`): the
+values of a `{...}` or `dict(...)` literal, of lists, tuples and conditional values in it, of
+a local dict as the container flow says it holds at the save (built key by key, `ckpt = {}`;
+`ckpt["optimizer"] = opt_state` with `opt_state = optimizer.state_dict()`, `ckpt.update({...})`,
+a `**kwargs` parameter, a nested dict), and of the dict a project function returns, whose
+parameters are typed by the arguments the call hands it (`make_state(o, epoch)` with `o` an
+optimizer). The scaler's state counts when the value is its `state_dict()` or the scaler
+object itself (a pickled GradScaler keeps its state); a value it cannot resolve counts as the
+scaler's when it or its key names one (`"scaler": None`, `amp_state`). A dict handed to other
+code before the save, or updated from something not written out, is unknown and not reported.
 
 A loss-scaler wrapper counts as the scaler it holds: timm's `NativeScaler()`, or a project
 class with `Scaler` in its name that builds an enabled `GradScaler` in `self.<attr>` and
@@ -666,24 +672,17 @@ class Trainer:
         yield from self._round_trip(model, keys, saved, reported)
 
     def _saves(self, model, keys, saved, reported):
-        saves = [c for c in model.qual_calls if c.qualname == "torch.save" and c.node.args]
         seen: set[int] = set()
-        for c in saves:
+        for c in model.qual_calls:
+            if c.qualname != "torch.save" or not c.node.args:
+                continue
             f = c.func
-            d = self._dict(model, c)
-            made = self._returned_state(model, c) if d is None or isinstance(d, ast.Call) else None
-            if made is not None:
-                d = made  # the dict a project helper returns: judged by its summary
-            elif d is None or _identity(d) in seen:
-                continue  # one finding per checkpoint dict, at its first save
-            else:
-                seen.add(_identity(d))
-                values = [d] if isinstance(d, ast.Call) else d.values  # torch.save(opt.state_dict(), path)
-                if not any(self._optimizer_state(model, v, f) for v in values):
-                    continue
-                text = _text(model, d).lower()
-                if "scaler" in text or "scale" in text:
-                    continue
+            h = held(model, f, c.stmt, c.node.args[0], keys)
+            if h is None or h.identity in seen:
+                continue
+            seen.add(h.identity)  # one finding per checkpoint, at its first save
+            if not h.optimizer or h.scaler:
+                continue
             in_scope = [k for k in keys if self._in_scope(model, k, f) and k not in saved]
             if not in_scope or any(self._registered(model, k) for k in in_scope) or not _resumable(model, c):
                 continue
@@ -701,34 +700,6 @@ class Trainer:
                 None,
                 c.stmt,
             )
-
-    @staticmethod
-    def _returned_state(model, c):
-        """``torch.save(state, path)`` where ``state = make_state(model, optimizer, epoch)`` (or
-        the call itself is the argument): a project function whose summary returns a dict
-        with the optimizer state it was given (or ``self.<optimizer>``'s, for a method of this
-        object) and nothing scaler-like. The call node, else None."""
-        a = c.node.args[0]
-        if isinstance(a, ast.Name):
-            key = model.key_of_expr(a, c.func)
-            prior = [x for x in model.assigns.get(key, ()) if x.func is c.func and x.seq < c.seq]
-            a = prior[-1].value if prior else None
-        if not isinstance(a, ast.Call):
-            return None
-        site = next((x for x in c.func.calls if x.node is a), None)
-        hit = model.project_callee(site) if site is not None else None
-        fact = hit[2].returns_state if hit is not None else None
-        if fact is None or not fact.has_opt or fact.has_scaler:
-            return None
-        callee = hit[1]
-        args = list(enumerate(a.args)) + [(kw.arg, kw.value) for kw in a.keywords if kw.arg]
-        given = any(
-            callee.param_at(pos) in fact.opt_params and isinstance(v, (ast.Name, ast.Attribute)) and model.is_optimizer(v, c.func)
-            for pos, v in args
-        )
-        own = any(p.startswith("self.") for p in fact.opt_params) and isinstance(a.func, ast.Attribute) and (
-            isinstance(a.func.value, ast.Name) and a.func.value.id == c.func.self_name)
-        return a if given or own else None
 
     def _framework_checkpoints(self, model, keys, saved):
         """fvcore/detectron2 checkpointers: the scaler left out of the checkpointables, or a
@@ -809,11 +780,8 @@ class Trainer:
                 if c.qualname != "torch.save" or not c.node.args or c.func.cls is not info:
                     continue
                 users = [x for x in subs if c.func.name not in x[3]]
-                d = self._dict(model, c)
-                if not users or d is None:
-                    continue
-                values = [d] if isinstance(d, ast.Call) else d.values
-                if not any(self._optimizer_state(model, v, c.func) for v in values) or re.search(r"scale", _text(model, d), re.I):
+                h = held(model, c.func, c.stmt, c.node.args[0]) if users else None
+                if h is None or not h.optimizer or h.scaler:
                     continue
                 if not _resumable(model, c):
                     continue
@@ -895,7 +863,7 @@ class Trainer:
             _path, callee, facts = hit
             if any(self._registered(model, k, resolved=False) for k in in_scope):
                 continue
-            why = self._helper_verdict(model, c, callee, facts)
+            why = self._helper_verdict(model, c, callee, facts, keys)
             if why is None or not _resumable(model, c):
                 continue
             name = str(in_scope[0][-1])
@@ -937,7 +905,7 @@ class Trainer:
                     return True
         return False
 
-    def _helper_verdict(self, model, c, callee, facts) -> str | None:
+    def _helper_verdict(self, model, c, callee, facts, keys) -> str | None:
         args = list(enumerate(c.node.args)) + [(kw.arg, kw.value) for kw in c.node.keywords if kw.arg]
         for pos in self._hands_self(c):
             p = callee.param_at(pos)
@@ -947,44 +915,26 @@ class Trainer:
             p = callee.param_at(pos)
             if p is None or p not in facts.saves_param:
                 continue
-            d = self._dict(model, c, a)
-            if d is not None and any(self._optimizer_state(model, v, c.func) for v in ([d] if isinstance(d, ast.Call) else d.values)):
-                if not re.search(r"scale", _text(model, d), re.IGNORECASE):
-                    return "saves a checkpoint with the optimizer state but not `{scaler}.state_dict()`"
+            h = held(model, c.func, c.stmt, a, keys)
+            if h is not None and h.optimizer and not h.scaler:
+                return "saves a checkpoint with the optimizer state but not `{scaler}.state_dict()`"
         passed = {callee.param_at(pos) for pos, a in args if not (isinstance(a, ast.Constant) and a.value is None)}
-        gives_optimizer = any(
-            isinstance(a, (ast.Name, ast.Attribute)) and model.is_optimizer(a, c.func) for _p, a in args
-        )
+        handed = [(callee.param_at(pos), a) for pos, a in args if isinstance(a, (ast.Name, ast.Attribute))]
+        optimizers = {p for p, a in handed if model.is_optimizer(a, c.func)}
+        scalers = {p for p, a in handed if (k := model.key_of_expr(a, c.func)) is not None and (k in keys or model.is_scaler(k))}
         for d in facts.dict_saves:
-            if not d.has_opt or not (gives_optimizer or d.opt_params):
+            # the summary names what it can; the parameters whose state the dict holds are typed by this call's arguments
+            has_opt = d.has_opt or bool(optimizers & set(d.state_params))
+            if not has_opt or not (optimizers or d.opt_params):
                 continue
+            if scalers & set(d.state_params):
+                continue  # the scaler handed to a parameter whose state is saved, whatever its name
             if not d.has_scaler and not callee.varkw and not any("scal" in p.lower() for p in callee.params):
                 return "writes a checkpoint with the optimizer state and has no parameter for the scaler, so `{scaler}.state_dict()` is never saved"
             if d.scaler_params and not any(p in passed for p in d.scaler_params) and not callee.varkw:
                 return (f"saves the scaler state only when given `{d.scaler_params[0]}=`, and this call leaves it out "
                         "(the checkpoint has the optimizer state but not `{scaler}.state_dict()`)")
         return None
-
-    @staticmethod
-    def _dict(model, c, a=None):
-        """What the call ``c`` hands over in ``a`` (its first argument by default): an
-        ``x.state_dict()`` call, a dict literal, or a local dict as the core's container flow
-        says it may hold there (``Contents``); None when unknown."""
-        a = c.node.args[0] if a is None else a
-        if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "state_dict":
-            return a
-        if literal_dict(a) is not None:
-            return literal_dict(a)
-        if isinstance(a, ast.Name) and c.stmt is not None:
-            return _flow(model, c.func).contents(c.stmt, a.id)
-        return None
-
-    @staticmethod
-    def _optimizer_state(model, v, f) -> bool:
-        """``optimizer.state_dict()``, or a helper named for it given the optimizer alone
-        (``get_state_dict(optimizer)``)."""
-        base = state_owner(v)
-        return base is not None and model.is_optimizer(base, f)
 
     @staticmethod
     def _in_scope(model, key, f) -> bool:
@@ -1117,20 +1067,15 @@ def _base_restores(model, qual, defined, attrs) -> bool:
 
 
 def _returned_checkpoint(model, m, f):
-    """The ``return`` of method ``m`` (the model function ``f``) that hands back a checkpoint
-    dict of the object: a dict literal, or a local dict as the core's container flow says it
-    holds there (``d = {}; d["optimizer"] = ...; return d``), holding
-    ``self.<optimizer>.state_dict()`` and nothing scaler-like. None when the method returns
-    anything else, or the dict is handed to other code or updated from something not read."""
+    """The first ``return`` of method ``m`` (the model function ``f``) that hands back a
+    checkpoint dict of the object (the persistence query's reading of it) holding
+    ``self.<optimizer>.state_dict()`` and nothing of the scaler; None when the method returns
+    a dict that may hold the scaler first."""
     for r in sorted((n for n in _own_nodes(m) if isinstance(n, ast.Return) and n.value is not None), key=lambda n: n.lineno):
-        v = r.value
-        d = literal_dict(v) if literal_dict(v) is not None else _flow(model, f).contents(r, v.id) if isinstance(v, ast.Name) else None
-        if d is None:
-            continue
-        if re.search(r"scal", _text(model, d), re.I):
+        h = held(model, f, r, r.value) if state_owner(r.value) is None else None
+        if h is not None and h.scaler:
             return None
-        if any(isinstance(x, ast.Call) and (b := state_owner(x)) is not None and isinstance(b, ast.Attribute)
-               and isinstance(b.value, ast.Name) and b.value.id == f.self_name and model.is_optimizer(b, f) for x in d.values):
+        if h is not None and h.own_optimizer:
             return r
     return None
 
@@ -1253,23 +1198,6 @@ def _injected_keys(model) -> list:
         if {"scale", "step", "update"} <= kinds:
             out.append(key)
     return out
-
-
-def _flow(model, func) -> DictFlow:
-    """The core's container flow of ``func``, once per check."""
-    memo = model.__dict__.setdefault("_amp301_flows", {})
-    hit = memo.get(id(func))
-    if hit is None:
-        hit = memo[id(func)] = DictFlow(model, func)
-    return hit
-
-
-def _identity(d):
-    return d.identity if isinstance(d, Contents) else id(d)
-
-
-def _text(model, d) -> str:
-    return d.text if isinstance(d, Contents) else model.text(d)
 
 
 def _own_nodes(fnode):

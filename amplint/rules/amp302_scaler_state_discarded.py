@@ -591,8 +591,11 @@ class Trainer:
                 continue
             if any(m.attr == "load_state_dict" and m.receiver == key for f in model.funcs for m in f.methods):
                 continue
-            names = [_saved_under(e) for e in saves]
-            if None in names or any(_read_elsewhere(model, n, names.count(n)) for n in set(names)):
+            under = [_saved_under(e) for e in saves]
+            if None in under:
+                continue
+            names = [k.value if isinstance(k, ast.Constant) else k.arg for k in under]
+            if _read_elsewhere(model, set(names), {id(k) for k in under}):
                 continue
             r = resumes[0]
             name = str(key[-1])
@@ -626,30 +629,32 @@ def _resume_loads(model) -> list:
     return out
 
 
-def _saved_under(e) -> str | None:
-    """The string key under which the ``scaler.state_dict()`` call of event ``e`` is stored:
-    ``{"scaler": scaler.state_dict()}``, ``dict(scaler=...)``, ``ckpt["scaler"] = ...``."""
+def _saved_under(e):
+    """The key under which the ``scaler.state_dict()`` call of event ``e`` is stored: the
+    string constant of ``{"scaler": scaler.state_dict()}`` or ``ckpt["scaler"] = ...``, or the
+    keyword of ``dict(scaler=...)``; None when it is not stored under a string key."""
     call = e.node
     for n in ast.walk(e.stmt):
         if isinstance(n, ast.Dict):
             for k, v in zip(n.keys, n.values):
                 if v is call:
-                    return k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None
+                    return k if isinstance(k, ast.Constant) and isinstance(k.value, str) else None
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "dict":
             for kw in n.keywords:
                 if kw.value is call:
-                    return kw.arg
+                    return kw if kw.arg else None
         elif isinstance(n, ast.Assign) and n.value is call and len(n.targets) == 1:
             t = n.targets[0]
             if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
-                return t.slice.value
+                return t.slice
     return None
 
 
-def _read_elsewhere(model, name: str, saves: int) -> bool:
-    """Is the checkpoint key ``name`` written in the file more often than the ``saves`` that
-    store the scaler under it (a restore reads ``ckpt["scaler"]``; a generic restore,
-    ``for k in ("model", "scaler"): ...``, names it too)?"""
-    text = model.source
-    quoted = text.count(f'"{name}"') + text.count(f"'{name}'")
-    return quoted > saves
+def _read_elsewhere(model, names: set, keys: set) -> bool:
+    """May the file read a checkpoint key in ``names`` back: a string constant of that value
+    anywhere but the save's own keys (``keys``: ``ckpt["scaler"]``, ``ckpt.get("scaler")``, a
+    generic ``for k in ("model", "scaler"): ...``)? A comment that names it reads nothing."""
+    for n in ast.walk(model.tree):
+        if isinstance(n, ast.Constant) and n.value in names and id(n) not in keys:
+            return True
+    return False
