@@ -1111,21 +1111,20 @@ def _trains(model, key) -> bool:
 
 
 def _idle_attr(model, key) -> bool:
-    """``self.<attr> = GradScaler()`` that nothing uses: the file's code names the attribute
-    only where it assigns it (a use left in a comment does not count), and no other file of
-    the project calls or reads anything on it (``x.grad_scaler.scale(...)`` in a subclass or
-    a caller). Project mode only."""
+    """``self.<attr> = GradScaler()`` that nothing uses: the file's code reads the name only
+    where it assigns it (no load of an attribute or name of that name, no parameter, keyword
+    or string constant equal to it: ``getattr(self, "grad_scaler")``; a comment or a message
+    that mentions it reads nothing), and no other file of the project calls or reads anything
+    on it (``x.grad_scaler.scale(...)`` in a subclass or a caller). Project mode only."""
     index = model.index
     if not getattr(index, "project_files", None) or not hasattr(index, "mentioned"):
         return False
     attr = str(key[-1])
-    word = re.compile(rf"\b{re.escape(attr)}\b")
-    assign = re.compile(rf"\.\s*{re.escape(attr)}\s*(?::[^=]*)?=(?!=)")
-    for line in model.source.splitlines():
-        if attr not in line:
-            continue
-        code = line.split("#", 1)[0]
-        if len(word.findall(code)) > len(assign.findall(code)):
+    for n in ast.walk(model.tree):
+        if ((isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Load))
+                or (isinstance(n, ast.Name) and n.id == attr and isinstance(n.ctx, ast.Load))
+                or (isinstance(n, (ast.arg, ast.keyword)) and n.arg == attr)
+                or (isinstance(n, ast.Constant) and n.value == attr)):
             return False  # read somewhere: it may train
     return not index.mentioned([f"{attr}."], absolute(model.path))  # `trainer.grad_scaler.scale(...)` elsewhere
 
@@ -1157,24 +1156,26 @@ def _inherited_keys(model) -> list:
     """``self.<scaler>`` of a class that inherits it: a project base class (another module
     too) builds the enabled GradScaler in its ``__init__`` and the subclass trains and saves
     checkpoints with it (``class Trainer(BaseTrainer)``). Project mode only; an attribute
-    whose state any class of the chain saves or loads, or that this file names with
-    ``.state_dict()``/``.load_state_dict()``, is left out."""
+    whose state any class of the chain saves or loads, or whose ``.state_dict()`` or
+    ``.load_state_dict()`` the class's code calls (a comment does not), is left out."""
     index = model.index
     query = getattr(index, "inherited_scaler_attrs", None)
     if query is None or getattr(index, "restores_optimizer", None) is None:
         return []
     out = []
-    lines = None
     for qual, info in model.classes.items():
         if not isinstance(info.node, ast.ClassDef):
             continue
+        handled = None
         for attr, _bp, _bq in query(model.path, qual):
             key = ("A", qual, attr)
             if key in model.assigns:
                 continue  # the class makes its own
-            lines = lines if lines is not None else model.source.splitlines()
-            body = "\n".join(lines[info.node.lineno - 1:info.node.end_lineno])
-            if re.search(rf"\b{re.escape(attr)}\s*\.\s*(?:load_)?state_dict\b", body):
+            if handled is None:  # whose state the class's code takes or restores: `<...>.scaler.state_dict()`
+                handled = {(b.attr if isinstance(b, ast.Attribute) else b.id) for n in ast.walk(info.node)
+                           if isinstance(n, ast.Attribute) and n.attr in ("state_dict", "load_state_dict")
+                           and isinstance(b := n.value, (ast.Attribute, ast.Name))}
+            if attr in handled:
                 continue  # the class handles its state
             out.append(key)
     return out
