@@ -1011,27 +1011,36 @@ def _script_never_resumes(model) -> bool:
     return query is not None and query(model.path) is False
 
 
-_LOAD_CALL = lazy(r"load\w*\s*\(", re.IGNORECASE)
-
-
 def _own_load_drops_optimizer(model, f) -> bool:
     """The save is a method of a class that reads its checkpoints back itself (a method
     calling ``torch.load``), and nothing in the file may restore an optimizer state (no call
-    of a ``load...`` function on a line naming ``opt``): the class's own load is the way
-    back, and it does not resume training (tez's ``Model.save``/``Model.load``)."""
+    of a function named ``...load...`` whose text names ``opt``: ``optimizer.load_state_dict(...)``,
+    ``self._load_weight(optimizer, ...)``, ``maybe_load_optimizer(...)``; a comment is not a
+    call): the class's own load is the way back, and it does not resume training (tez's
+    ``Model.save``/``Model.load``)."""
     cls = f.cls
     while cls is None and f.parent is not None:
         f = f.parent
         cls = f.cls
     if cls is None or not isinstance(cls.node, ast.ClassDef):
         return False
-    if any(_LOAD_CALL.search(line) and re.search(r"opt", line, re.I) for line in model.source.splitlines() if "oad" in line):
-        return False  # optimizer.load_state_dict(...), self._load_weight(optimizer, ...), maybe_load_optimizer(...)
+    if _may_load_optimizer(model):
+        return False
     for m in cls.node.body:
         if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for n in ast.walk(m):
                 if isinstance(n, ast.Call) and qualify(n.func, [model.module_scope]) == "torch.load":
                     return True
+    return False
+
+
+def _may_load_optimizer(model) -> bool:
+    for g in model.funcs:
+        for c in g.calls:
+            fn = c.node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if "load" in name.lower() and "opt" in model.text(c.node).lower():
+                return True
     return False
 
 
