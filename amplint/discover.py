@@ -40,17 +40,94 @@ _INNER = lazy(r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/]|\[\^/\]\*?|\[(?!\^)[^\]/
 _LITERAL = lazy(r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/])+")
 
 _SIMPLE = lazy(r"(?!\.\.?/?$)[A-Za-z0-9_.][A-Za-z0-9_.\-]*/?")
+# one glob token of the gitignore lines translated here: a bracket class of plain characters
+# and ranges, a wildcard, or any character that is neither special nor a slash
+_TOKEN = lazy(r"\[(!|\^)?((?:[A-Za-z0-9_.](?:-[A-Za-z0-9_.])?)+)\]|\*|\?|[^\\\[\]*?/]")
+
+
+def _translate(line: str) -> tuple[str | None, bool | None] | None:
+    """pathspec's ``(regex, include)`` for one gitignore line of the common forms, computed
+    without importing pathspec: a blank line or a comment; ``!`` (negation), a leading and a
+    trailing ``/``, ``**/`` and ``/**`` segments, segments of literal characters, ``*``, ``?``
+    and bracket classes. None for anything else (backslashes, ``**`` inside a name, a lone
+    ``*`` pattern, odd brackets): pathspec decides.
+    tests/test_speed_infra.py checks that every result equals pathspec's own."""
+    if not line or line[0] == "#":
+        return (None, None)
+    body = line.rstrip(" ")
+    if not body:
+        return (None, None)
+    include = True
+    if body[0] == "!":
+        include, body = False, body[1:]
+    anchored = body.startswith("/")
+    if anchored:
+        body = body[1:]
+    is_dir = body.endswith("/")
+    if is_dir:
+        body = body[:-1]
+    if not body or "\\" in body or body[0] in "!#":
+        return None
+    segs = body.split("/")
+    multi = len(segs) > 1
+    lead = multi and segs[0] == "**"  # **/x: at any depth
+    if lead:
+        segs = segs[1:]
+    trail = len(segs) > 1 and segs[-1] == "**" and not lead and not is_dir  # x/**: everything inside
+    if trail:
+        segs = segs[:-1]
+    anchored = not lead and (anchored or multi)  # a slash inside: relative to the .gitignore
+    if not segs or segs[0] == "**" or segs[-1] == "**":
+        return None
+    rx = ""
+    for i, seg in enumerate(segs):
+        if seg == "**":  # a/**/b: zero or more directories between
+            if segs[i - 1] == "**":
+                return None
+            rx += "(?:/.+)?"
+            continue
+        if not seg or "**" in seg or (seg == "*" and len(segs) == 1):
+            return None
+        if i:
+            rx += "/"
+        if seg == "*":
+            rx += "[^/]+"
+            continue
+        pos = 0
+        for m in _TOKEN.finditer(seg):
+            if m.start() != pos:
+                return None  # a character no token takes (an unclosed bracket)
+            pos = m.end()
+            t = m.group(0)
+            if t == "*":
+                rx += "[^/]*"
+            elif t == "?":
+                rx += "[^/]"
+            elif m.group(2) is not None:
+                rx += "[" + ("^" if m.group(1) else "") + m.group(2) + "]"
+            else:
+                rx += re.escape(t)
+        if pos != len(seg):
+            return None
+    head = "^" if anchored else _HEAD
+    if trail:
+        return (head + rx + "/", include)
+    return (head + rx + (_DIR_TAIL if is_dir else _ANY_TAIL), include)
 
 
 def _regexes(lines: list[str]) -> list[tuple[str | None, bool | None]] | None:
-    """pathspec's (regex, include) for each gitignore line. Plain names such as the default
-    excludes (``.venv``, ``build/``) are translated here, so a run that needs nothing else
-    never imports pathspec (~20 ms of start-up)."""
+    """pathspec's (regex, include) for each gitignore line. The common forms (plain names such
+    as the default excludes, globs such as ``*.py[cod]``, anchored paths, comments) are
+    translated here, so a run whose patterns are all of them never imports pathspec (~20-30 ms
+    of start-up, most of a one-file check inside a project)."""
     if all(_SIMPLE.fullmatch(ln) for ln in lines):
         return [
             (_HEAD + re.escape(ln[:-1]) + _DIR_TAIL, True) if ln.endswith("/") else (_HEAD + re.escape(ln) + _ANY_TAIL, True)
             for ln in lines
         ]
+    out = [_translate(ln) for ln in lines]
+    if all(r is not None for r in out):
+        return out
     try:  # pathspec >= 1.0: classify patterns without compiling a spec that may never be needed
         from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern as _Pattern
     except ImportError:  # pragma: no cover - older pathspec: compile eagerly
@@ -145,8 +222,8 @@ class _FastSpec:
                 is_dir = rel.endswith("/")
                 parts = rel.rstrip("/").split("/")
                 name, anc = parts[-1], self.ancestors_hit("/".join(parts[:-1]))
-            hit = self.component_hit(name, is_dir)
-            if not (anc or hit or (self.path_rx is not None and self.path_rx.search(rel))):
+            hit = self.component_hit(name, is_dir) or (self.path_rx is not None and self.path_rx.search(rel) is not None)
+            if not (anc or hit):
                 return False
             if hit and not self.negated:  # an exact include match that no `!pattern` can undo
                 return True

@@ -12,6 +12,11 @@ evenly on every row), and prints the median CPU time (user + system of the child
   amplint check FILE          warm cache (primed by one untimed run; nothing changed)
   amplint check FILE (cold)   the cache directory is emptied before every run
   amplint check --no-cache FILE
+  amplint check --no-cache src/FILE (in a project)  the file in a small project: a
+                              pyproject.toml without [tool.amplint], a second module and a
+                              .gitignore of the common kinds of lines (comments, globs such as
+                              *.py[cod], anchored paths): what a pre-commit call inside a
+                              repository pays (project mode walks the project)
   ruff check FILE             only if ruff is installed (--isolated --no-cache)
 
 FILE defaults to the AMP004 fixture (a small training loop with one finding, exit 1).
@@ -38,6 +43,34 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_FILE = os.path.join(ROOT, "fixtures", "amp004_optimizer_step_bypasses_scaler", "before.py")
+
+# the kinds of lines a Python project's .gitignore holds (written for this benchmark)
+PROJECT_GITIGNORE = """# caches and builds
+__pycache__/
+*.py[cod]
+*$py.class
+*.so
+build/
+dist/
+*.egg-info/
+share/python-wheels/
+docs/_build/
+/site
+.coverage.*
+.pytest_cache/
+# environments
+.env
+.venv
+venv/
+# experiments
+wandb/
+outputs/
+checkpoints/
+*.pt
+*.ckpt
+.idea/*
+**/.ipynb_checkpoints/
+"""
 
 
 def _tool(name: str, explicit: str | None) -> list[str] | None:
@@ -85,8 +118,17 @@ def main() -> None:
 
     work = tempfile.mkdtemp(prefix="amplint-startup-")
     elsewhere = tempfile.mkdtemp(prefix="amplint-startup-cache-")  # not inside the checked tree
+    proj = tempfile.mkdtemp(prefix="amplint-startup-proj-")  # beside `work`: its .gitignore is not walked there
     try:
         shutil.copy(args.file, os.path.join(work, "one_file.py"))
+        os.makedirs(os.path.join(proj, "src"))
+        shutil.copy(args.file, os.path.join(proj, "src", "one_file.py"))
+        with open(os.path.join(proj, "src", "util.py"), "w") as fh:
+            fh.write("def helper(x):\n    return x + 1\n")
+        with open(os.path.join(proj, "pyproject.toml"), "w") as fh:
+            fh.write('[project]\nname = "proj"\nversion = "0.1"\n\n[tool.ruff]\nline-length = 100\n')
+        with open(os.path.join(proj, ".gitignore"), "w") as fh:
+            fh.write(PROJECT_GITIGNORE)
         cold_cache = os.path.join(elsewhere, "cold-cache")
         rows: list[tuple[str, list[str], object]] = [
             ("python -c pass", [py, "-c", "pass"], None),
@@ -95,13 +137,16 @@ def main() -> None:
             ("amplint check one_file.py (cold cache)", [*amplint, "check", "--cache-dir", cold_cache, "one_file.py"],
              lambda: shutil.rmtree(cold_cache, ignore_errors=True)),
             ("amplint check --no-cache one_file.py", [*amplint, "check", "--no-cache", "one_file.py"], None),
+            ("amplint check --no-cache src/one_file.py (in a project)",
+             [*amplint, "check", "--no-cache", os.path.join("src", "one_file.py")], None),
         ]
         if ruff:
             rows.append(("ruff check one_file.py", [*ruff, "check", "--isolated", "--no-cache", "one_file.py"], None))
-        for _, cmd, before in rows:  # untimed: compile bytecode, prime the warm cache
+        where = {name: proj if "(in a project)" in name else work for name, _, _ in rows}  # run from its root
+        for name, cmd, before in rows:  # untimed: compile bytecode, prime the warm cache
             if before:
                 before()
-            _run(cmd, work, env)
+            _run(cmd, where[name], env)
         cpu: dict[str, list[float]] = {name: [] for name, _, _ in rows}
         wall: dict[str, list[float]] = {name: [] for name, _, _ in rows}
         codes: dict[str, int] = {}
@@ -110,13 +155,14 @@ def main() -> None:
             for name, cmd, before in order:
                 if before:
                     before()
-                c, w, rc = _run(cmd, work, env)
+                c, w, rc = _run(cmd, where[name], env)
                 cpu[name].append(c)
                 wall[name].append(w)
                 codes[name] = rc
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(elsewhere, ignore_errors=True)
+        shutil.rmtree(proj, ignore_errors=True)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "

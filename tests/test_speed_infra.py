@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pathspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amplint import cache as cache_mod
 from amplint import runner
@@ -286,6 +288,58 @@ def test_fast_spec_equals_pathspec(n):
         parent = path.rstrip("/").rsplit("/", 1)[0] + "/" if "/" in path.rstrip("/") else ""
         anc = fast.ancestors_hit(parent)
         assert fast.match(path, name, path.endswith("/"), anc) == ref.match_file(path), (lines, path)
+
+
+REAL_LINES = [
+    "", "# comment", "   ", "__pycache__/", "*.py[cod]", "*$py.class", "share/python-wheels/", "*.egg-info/", ".coverage.*",
+    "*.py,cover", "docs/_build/", "/site", "/build/", "data/*", ".idea/*", "*/.DS_Store", "**/__pycache__/",
+    "**/a/b", ".idea/**/workspace.xml", ".idea/**/dataSources/", "wandb/**", "/logs/**", "a/**/b/**/c", "x  ",
+    " lead", "!data/.gitkeep", "!/a/b", "[Bb]uild/", "*.sw[po]", "[!a]bc.py", "[^a]x", "tmp?", "db.sqlite3-journal",
+    "*~", ".*.swp", "a b", "x*y/", "a/b/*/c/",
+]
+# pieces of gitignore syntax, valid and not, from which the generated lines are drawn
+PIECES = ["a", "b", ".", "-", "_", "0", "$", "~", ",", " ", "*", "?", "/", "**/", "/**", "**", "!", "#", "[", "]",
+          "[a-c]", "[!x]", "[^x]", "\\"]
+
+
+def _check_translation(line):
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+    from amplint.discover import _translate
+
+    got = _translate(line)
+    if got is None:
+        return False  # left to pathspec
+    assert got == GitIgnoreSpecPattern.pattern_to_regex(line), line
+    return True
+
+
+def test_gitignore_lines_translated_without_pathspec_equal_pathspecs():
+    assert all(_check_translation(ln) for ln in REAL_LINES)
+    for left in ("logs/**/", "\\#x", "**.pt", "*", "[a-", "a**b", "**"):
+        assert not _check_translation(left), left
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=8).map("".join))
+def test_generated_gitignore_lines_translate_as_pathspec_does(line):
+    _check_translation(line)
+
+
+SPEC_PATHS = PATHS + ["data/x.py", "data/.gitkeep", "data/", ".idea/ws.xml", "q/.DS_Store", "a/x/.DS_Store",
+                      "wandb/run/f.py", "p/wandb/f.py", "site/", "site/x.py", "a/b/", "a/q/b", "a/q/b/r/c", "m.swp"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PATTERNS + REAL_LINES), min_size=1, max_size=8))
+def test_fast_spec_with_translated_lines_equals_pathspec(lines):
+    ref = pathspec.GitIgnoreSpec.from_lines(lines)
+    fast = _FastSpec(lines)
+    for path in SPEC_PATHS:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        parent = path.rstrip("/").rsplit("/", 1)[0] + "/" if "/" in path.rstrip("/") else ""
+        assert fast.match(path) == ref.match_file(path), (lines, path)
+        assert fast.match(path, name, path.endswith("/"), fast.ancestors_hit(parent)) == ref.match_file(path), (lines, path)
 
 
 def test_discovery_honours_gitignore_and_excludes(tmp_path):
