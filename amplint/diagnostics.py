@@ -110,10 +110,10 @@ class FileResult:
         self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
         self.errors: list[FileError] = [] if errors is None else errors
         self.summary = summary  # amplint.model.summary.FileSummary (project mode), None if not parsed
-        # the file may restore an optimizer state (amplint.runner._restores on its bytes):
+        # the file may restore an optimizer state (amplint.screen.may_restore_optimizer on its bytes):
         # whether the project resumes training at all (AMP301); set for every file, parsed or not
         self.restores = True
-        # the file may save or load a scaler's state (amplint.runner._scaler_state): whether
+        # the file may save or load a scaler's state (amplint.screen.may_hold_scaler_state): whether
         # a scaler handed to a class elsewhere can be checkpointed by other code (AMP301)
         self.scaler_state = True
 

@@ -98,3 +98,65 @@ def test_an_inherited_save_is_silent_when_every_subclass_keeps_or_saves_its_scal
     (root / "trainers" / "amp_trainer.py").write_text(src[:start] + src[end:])
     assert _findings(root) == []
     assert _findings(tmp_path / "p", "trainers/base.py") == []
+
+
+# --------------------------------------------------------------------------------------------
+# A script's restores are those its code can reach: an imported module's restore in a function
+# or class nothing refers to does not make the script resumable (it was: any restoring module
+# imported counted). Each case: the modules beside train.py, train.py's import line, the code
+# after its loop, and whether its periodic checkpoint without the scaler is reported.
+
+TRAIN_SCRIPT = """import torch
+{imports}
+def main(model, optimizer, loader):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(3):
+        for x in loader:
+            with torch.autocast("cuda"):
+                loss = model(x)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        torch.save({{"model": model.state_dict(), "optimizer": optimizer.state_dict()}}, "last.pt")
+{body}
+if __name__ == "__main__":
+    main(None, None, [])
+"""
+LOAD = "def load(path, model, optimizer):\n    state = torch.load(path)\n    optimizer.load_state_dict(state['optimizer'])\n"
+CKPT = "import torch\n" + LOAD + "\ndef other():\n    return 1\n"
+RESUMER = "import torch\nclass Resumer:\n    def resume(self, optimizer):\n        optimizer.load_state_dict(torch.load('x'))\ndef other():\n    return 1\n"
+
+REACH = {
+    "imported_unused": ({"ckpt.py": CKPT}, "import ckpt", "    ckpt.other()\n", False),
+    "called_attr": ({"ckpt.py": CKPT}, "import ckpt", "    ckpt.load('x', model, optimizer)\n", True),
+    "from_import_unused": ({"ckpt.py": CKPT}, "from ckpt import load, other", "    other()\n", False),
+    "from_import_called": ({"ckpt.py": CKPT}, "from ckpt import load, other", "    load('x', model, optimizer)\n", True),
+    "alias_called": ({"ckpt.py": CKPT}, "from ckpt import load as restore_all", "    restore_all('x', model, optimizer)\n", True),
+    # `from X import *` was not followed at all: the restore it brings was missed
+    "star_called": ({"ckpt.py": CKPT}, "from ckpt import *", "    load('x', model, optimizer)\n", True),
+    "through_helper": ({"ckpt.py": CKPT, "helpers.py": "import ckpt\ndef run(m, o):\n    ckpt.load('x', m, o)\n"},
+                       "import helpers", "    helpers.run(model, optimizer)\n", True),
+    "through_helper_unused": ({"ckpt.py": CKPT, "helpers.py": "import ckpt\ndef run(m, o):\n    return ckpt.other()\n"},
+                              "import helpers", "    helpers.run(model, optimizer)\n", False),
+    "module_level_restore": ({"ckpt.py": "import torch\nopt = None\nopt.load_state_dict(torch.load('x'))\ndef other():\n    return 1\n"},
+                             "import ckpt", "    ckpt.other()\n", True),
+    "decorated_restore": ({"ckpt.py": "import torch\nREG = {}\ndef register(f):\n    REG[f.__name__] = f\n    return f\n@register\n"
+                                      + LOAD + "def other():\n    return 1\n"}, "import ckpt", "    ckpt.other()\n", True),
+    "class_used": ({"ckpt.py": RESUMER}, "import ckpt", "    ckpt.Resumer().resume(optimizer)\n", True),
+    "class_unused": ({"ckpt.py": RESUMER}, "import ckpt", "    ckpt.other()\n", False),
+    "internal_caller": ({"ckpt.py": CKPT.replace("def other():\n    return 1\n", "def other(p, m, o):\n    return load(p, m, o)\n")},
+                        "import ckpt", "    ckpt.other('x', model, optimizer)\n", True),
+    "getattr_string": ({"ckpt.py": CKPT}, "import ckpt", "    getattr(ckpt, 'load')('x', model, optimizer)\n", True),
+    "own_restore": ({"ckpt.py": CKPT}, "import ckpt", "def resume(path, optimizer):\n    optimizer.load_state_dict(torch.load(path))\n", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REACH))
+def test_a_script_resumes_only_through_restores_its_code_can_reach(tmp_path, case):
+    files, imports, body, reported = REACH[case]
+    (tmp_path / "pyproject.toml").write_text("")
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "train.py").write_text(TRAIN_SCRIPT.format(imports=imports, body=body))
+    got = [f for f in _findings(tmp_path) if f[0] == "train.py"]
+    assert got == ([("train.py", 12)] if reported else []), case

@@ -18,6 +18,7 @@ import re
 from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.model.names import WRAPPER_CLASSES, add_import
+from amplint.screen import may_restore_optimizer
 from amplint.model.summary import MODULE, FileSummary, FuncSummary, SaveFact, summarise
 
 MAX_DEPTH = 4
@@ -99,7 +100,8 @@ class _Importer:
 
 
 # ``from X import a, b`` / ``import X``, anywhere (in functions too; in a notebook's JSON too)
-_IMPORTED = lazy(rb"\bfrom\s+(\.*[\w.]*)\s+import\s+\(?\s*([\w]+(?:\s*,\s*\w+)*)|\bimport\s+([\w.]+)")
+_IMPORTED = lazy(rb"\bfrom\s+(\.*[\w.]*)\s+import\s+(?:\*|\(?\s*([\w]+(?:\s*,\s*\w+)*))|\bimport\s+([\w.]+)")
+_IDENT = lazy(r"[A-Za-z_]\w*")
 
 
 class ProjectIndex:
@@ -130,6 +132,7 @@ class ProjectIndex:
         self.restoring_files: set[str] | None = None
         self.project_files: list[str] = []
         self._script_restores: dict[str, bool | None] = {}
+        self._used_cache: dict[str, list | None] = {}
         self._mentions: dict[str, set[str]] = {}  # module stem -> project files naming it
         self._epoch_callers: dict[tuple[str, str], list[tuple[str, int]]] = {}  # (path, function) -> epoch_callers
         self._subclasses: dict[tuple[str, str], list] | None = None  # (path, class) -> scaler-holding subclasses
@@ -169,8 +172,12 @@ class ProjectIndex:
         """Can the process that runs ``path`` restore an optimizer state? ``path`` is a script
         (a notebook, or a module no project file imports): what runs with it is the file and
         the project modules it imports, directly or through each other (any ``import``
-        statement, in functions too). False when none of them may restore one; None when not
-        known: not a script, or an import that may be the project's does not resolve."""
+        statement, in functions too). An imported module's restore counts only where that code
+        can run: at import (module level), or in a top-level function or class that the
+        imported code refers to (a name, an attribute, a string such as ``getattr``'s, an
+        ``import ... as`` alias that is used; an import alone is not a use) or that a decorator
+        may register. False when none of them may restore one; None when not known: not a
+        script, or an import that may be the project's does not resolve."""
         ap = absolute(path)
         if ap not in self._script_restores:
             self._script_restores[ap] = self._closure_restores(ap) if self.restoring_files is not None else None
@@ -179,11 +186,13 @@ class ProjectIndex:
     def _closure_restores(self, ap: str) -> bool | None:
         if not self._standalone(ap):
             return None
-        todo, seen = [ap], {ap}
+        todo, seen, restoring = [ap], {ap}, []
         while todo:
             p = todo.pop()
             if p in self.restoring_files:
-                return True
+                if p == ap:
+                    return True  # the script's own code: it is the file that runs
+                restoring.append(p)
             data = _read_regular(p)
             if data is None:
                 return None
@@ -204,7 +213,80 @@ class ProjectIndex:
                     if hit not in seen:
                         seen.add(hit)
                         todo.append(hit)
+        if not restoring:
+            return False
+        per_file = {p: self._names_by_stmt(p) for p in seen}
+        if any(v is None for v in per_file.values()):
+            return True  # unreadable: it may call anything
+        for p in restoring:
+            defs = self._restoring_defs(p)
+            if defs is None:
+                return True
+            for name in defs:  # used by any code of the closure but the definition's own
+                if any(name in names for q, stmts in per_file.items() for d, names in stmts if q != p or d != name):
+                    return True
         return False
+
+    def _names_by_stmt(self, ap: str) -> list[tuple[str | None, set[str]]] | None:
+        """The names each top-level statement of ``ap`` refers to, with the name it defines (a
+        function or class; else None): names, attributes, identifier strings and the imported
+        names behind the aliases it uses (not the names an import lists). A notebook, or a file
+        that does not parse: every identifier of its text, as one statement. None: unreadable."""
+        if ap in self._used_cache:
+            return self._used_cache[ap]
+        data = _read_regular(ap)
+        out = None
+        if data is not None:
+            text = data.decode("utf-8", "replace")
+            try:
+                tree = None if ap.endswith(".ipynb") else ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            if tree is None:
+                out = [(None, set(_IDENT.findall(text)))]
+            else:
+                out, aliases = [], []
+                for st in tree.body:
+                    names: set[str] = set()
+                    for n in ast.walk(st):
+                        t = type(n)
+                        if t is ast.Name:
+                            names.add(n.id)
+                        elif t is ast.Attribute:
+                            names.add(n.attr)
+                        elif t is ast.Constant and type(n.value) is str and n.value.isidentifier():
+                            names.add(n.value)
+                        elif t is ast.ImportFrom:
+                            aliases += [(a.name, a.asname) for a in n.names if a.asname]
+                    defines = st.name if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else None
+                    out.append((defines, names))
+                every = set().union(*(names for _, names in out)) if out else set()
+                out.append((None, {name for name, asname in aliases if asname in every}))
+        self._used_cache[ap] = out
+        return out
+
+    def _restoring_defs(self, ap: str) -> set[str] | None:
+        """The top-level functions and classes of ``ap`` whose code may restore an optimizer
+        state (the byte test that marks a restoring file, on each definition's lines). None
+        when a restore may run at import or cannot be placed: a module-level statement, a
+        decorated definition (a registry may call it by no name), or no parse."""
+        data = _read_regular(ap)
+        if data is None:
+            return None
+        try:
+            tree = ast.parse(data.decode("utf-8", "replace"))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        lines = data.splitlines(keepends=True)
+        out: set[str] = set()
+        for st in tree.body:
+            start = min([st.lineno, *(d.lineno for d in getattr(st, "decorator_list", ()))])
+            if not may_restore_optimizer(b"".join(lines[start - 1 : st.end_lineno or st.lineno])):
+                continue
+            if not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or st.decorator_list:
+                return None
+            out.add(st.name)
+        return out or None  # flagged as a whole but by no definition alone: keep the file's verdict
 
     def _module_file(self, ap: str, mod: str) -> tuple[str | None, bool]:
         """The project file module ``mod`` (as imported in ``ap``) is, and whether an
