@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - other Pythons
 
 # The layout of an entry; a change (2: FileResult's summary pickled on its own; 3: Lit and Ctx
 # are Records; 4: Diagnostic.why; 5: SaveFact.state_params) starts a new cache file, so an older file is never read as this one.
-FORMAT = 5
+FORMAT = 6
 
 CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag created by amplint.\n"
 

@@ -270,7 +270,7 @@ def project_pass(results: list[FileResult], others: list[FileResult], paths: lis
     wanted = _users_of(index, summaries)
     index.amp_helpers = frozenset(n.decode() for n in wanted.words) if wanted is not None else frozenset()
     bases = index.scaled_base_files() if enabled is None or "AMP301" in enabled else set()
-    subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled else None
+    subclassers = _AutocastSubclassers.of(index, summaries) if enabled is None or "AMP002" in enabled or "AMP201" in enabled else None
     heirs = _ScalerHeirs.of(index, summaries) if enabled is None or "AMP301" in enabled else None
     per_call = set()  # files with a top-level function that builds its own scaler and is called once per epoch elsewhere (AMP302)
     if enabled is None or "AMP302" in enabled:

@@ -14,6 +14,8 @@ A file is parsed only when the tokens some rule needs are present:
 * ``autocast`` together with ``backward``: AMP002, AMP201;
 * ``autocast`` in a helper that hands it out (``return torch.autocast(...)``, or a file with
   a ``@contextmanager`` that yields): project mode finds the callers that use AMP through it;
+* ``with ...autocast(...):`` whose first lines call ``self.<method>(...)``: a base class whose
+  subclasses' method runs under the region (AMP002, AMP201 in project mode);
 * ``autocast(`` followed by ``)`` or a keyword other than ``device_type``: AMP103;
 * a framework that does AMP itself (AMP4xx): accelerate, the HF ``TrainingArguments`` or
   DeepSpeed together with ``fp16``, or Lightning together with ``16``: every fp16 setting those
@@ -49,6 +51,11 @@ _SCALER_ANY_CASE = lazy(rb"(?i)scaler")
 _AMP_WORD = lazy(rb"(?<![A-Za-z0-9_])amp(?![A-Za-z0-9_])")
 _RETURNS_AUTOCAST = lazy(rb"return[ \t]+[\w.]*autocast[ \t]*\(")
 _AUTOCAST_NO_DEVICE = lazy(rb"autocast\(\s*(?:\)|(?!device_type\b)[A-Za-z_]\w*\s*=(?!=))")
+# `with ...autocast(...):` whose body calls a method of self within its first lines
+# (`self.step(data)`, `out = self.train_step(batch)`): a base class whose subclass's method runs
+# under that region (AMP002, AMP201 in project mode)
+_AUTOCAST_SELF_CALL = lazy(
+    rb"with\s[^\n]*autocast\([^\n]*:[ \t]*(?:#[^\n]*)?\n(?:[ \t]+[^\n]*\n){0,3}?[ \t]+(?:\w+(?:\s*,\s*\w+)*\s*=\s*)?self\.\w+\(")
 
 
 _FRAMEWORK_FP16 = (b"ccelerat", b"TrainingArguments", b"deepspeed")
@@ -96,6 +103,8 @@ def may_contain_amp(data: bytes) -> bool:
             return True
         if _RETURNS_AUTOCAST.search(data) is not None or (b"contextmanager" in data and b"yield" in data):
             return True  # an autocast helper (`return torch.autocast(...)`, a @contextmanager): its callers' AMP
+        if b"self." in data and _AUTOCAST_SELF_CALL.search(data) is not None:
+            return True  # a base class calling a method under autocast: a subclass's step runs there
         return _AUTOCAST_NO_DEVICE.search(data) is not None
     return False
 

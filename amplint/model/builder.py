@@ -142,7 +142,7 @@ class _Builder:
         for qual, info in m.classes.items():
             if not getattr(info.node, "bases", None):
                 continue
-            for _bpath, _bmeth, name, _line in idx.inherited_autocast_calls(m.path, qual):
+            for _bpath, _bmeth, name, _line, _kind in idx.inherited_autocast_calls(m.path, qual):
                 f = info.methods.get(name)
                 if f is not None and not f.walked and f not in todo:
                     todo.append(f)

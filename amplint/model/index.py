@@ -554,12 +554,13 @@ class ProjectIndex:
         """The files defining a base class of some scaler-holding project class."""
         return {p for p, _q in self._subclass_map()}
 
-    def inherited_autocast_calls(self, path: str, cls: str) -> list[tuple[str, str, str, int]]:
+    def inherited_autocast_calls(self, path: str, cls: str) -> list[tuple[str, str, str, int, str | None]]:
         """Calls ``self.<m>()`` that methods class ``cls`` of ``path`` inherits from project
         base classes make inside an autocast region (a base ``iterate()`` running
-        ``with autocast(...): self.step(data)``): ``(base path, base method, m, line)``.
+        ``with autocast(...): self.step(data)``): ``(base path, base method, m, line, kind)``,
+        kind the region's ``device:dtype`` (``"cuda:float16"``) or None where not literal.
         A method the class or a class between defines replaces the base's."""
-        out: list[tuple[str, str, str, int]] = []
+        out: list[tuple[str, str, str, int, str | None]] = []
         s = self.summary(path)
         fact = s.classes.get(cls) if s is not None else None
         if fact is None or not fact.bases:
@@ -570,7 +571,8 @@ class ProjectIndex:
                 fs = bs.function(f"{hit[1]}.{name}")
                 for cf in fs.calls if fs is not None else ():
                     if cf.in_autocast and cf.callee.startswith("self.") and "." not in cf.callee[5:]:
-                        out.append((hit[0], f"{hit[1]}.{name}", cf.callee[5:], cf.line))
+                        kind = cf.in_autocast if isinstance(cf.in_autocast, str) else None
+                        out.append((hit[0], f"{hit[1]}.{name}", cf.callee[5:], cf.line, kind))
         return out
 
     def _climb(self, path, qual, fact, sub, overridden, depth) -> None:

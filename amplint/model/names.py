@@ -299,3 +299,37 @@ def _statements(body):
             todo.extend(h.body)
         for case in getattr(st, "cases", None) or ():
             todo.extend(case.body)
+
+
+FP16 = {"torch.float16", "torch.half"}
+BF16 = {"torch.bfloat16"}
+
+
+def autocast_device(call: ast.Call, q: str | None) -> str | None:
+    """The device an autocast call (``q``: its qualified name) selects, when literal."""
+    if q and q.startswith("torch.cuda.amp"):
+        return "cuda"
+    if q and q.startswith("torch.cpu.amp"):
+        return "cpu"
+    dev = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device_type"), None)
+    if isinstance(dev, ast.Constant) and isinstance(dev.value, str):
+        return dev.value
+    return None
+
+
+def autocast_dtype(call: ast.Call, q: str | None, device: str | None, text=ast.unparse) -> str | None:
+    """'float16' / 'bfloat16' / None (unknown) for an autocast call on ``device``; ``text``
+    gives an expression's source (a model's, or ``ast.unparse``)."""
+    kw = next((k.value for k in call.keywords if k.arg == "dtype"), None)
+    if kw is None and q and not q.startswith(("torch.cuda.amp", "torch.cpu.amp")) and len(call.args) >= 2:
+        kw = call.args[1]
+    if kw is None:
+        if any(k.arg is None for k in call.keywords):
+            return None
+        return {"cuda": "float16", "cpu": "bfloat16"}.get(device or "")
+    t = text(kw)
+    if t in FP16:
+        return "float16"
+    if t in BF16:
+        return "bfloat16"
+    return None

@@ -30,8 +30,8 @@ import ast
 import bisect
 
 from amplint.model.names import (
-    SCALER_NAME, add_import, attr_classes, canonical, declared_attr_classes, declared_class, dotted, literal_dict, qualify,
-    qualify_parts, state_owner,
+    SCALER_NAME, add_import, attr_classes, autocast_device, autocast_dtype, canonical, declared_attr_classes, declared_class,
+    dotted, literal_dict, qualify, qualify_parts, state_owner,
 )
 from amplint.tokens import SUMMARY_TOKENS, match_rows
 
@@ -77,7 +77,8 @@ class CallFact:
     """A call a function makes: the callee as written, qualified through the file's imports
     (``pkg.utils.save``; ``.utils.save`` for a relative import; ``self.m`` for a method of the
     same class), the parameters it forwards ``((position or keyword, param), ...)``, and whether
-    it is made inside an enabled (or flag-enabled) autocast region."""
+    it is made inside an enabled (or flag-enabled) autocast region (False; True; or the
+    innermost region's ``device:dtype`` where literal, ``"cuda:float16"``)."""
 
     __slots__ = ("callee", "forwards", "in_autocast", "line", "dict_args", "declared")
 
@@ -472,10 +473,13 @@ class _Summariser:
             for item in st.items:
                 self.expr(item.context_expr, in_ac)
                 e = item.context_expr
-                if isinstance(e, ast.Call) and canonical(qualify(e.func, [self.scope])) == "autocast":
+                q = qualify(e.func, [self.scope]) if isinstance(e, ast.Call) else None
+                if canonical(q) == "autocast":
                     enabled = next((k.value for k in e.keywords if k.arg == "enabled"), None)
                     if not (isinstance(enabled, ast.Constant) and enabled.value is False):
-                        ac = True
+                        dev = autocast_device(e, q)
+                        dt = autocast_dtype(e, q, dev)
+                        ac = f"{dev}:{dt}" if dev and dt else True  # "cuda:float16"; True: dtype not known
                         if self.contextmanager and any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(st)):
                             self.s.returns, self.s.returns_dtype = "autocast", _dtype_of(e, self.defaults)
             self.block(st.body, ac)

@@ -4,38 +4,13 @@ from __future__ import annotations
 
 import ast
 
-from amplint.model.names import qualify
-
-FP16 = {"torch.float16", "torch.half"}
-BF16 = {"torch.bfloat16"}
-
-
-def autocast_device(call: ast.Call, q: str | None) -> str | None:
-    if q and q.startswith("torch.cuda.amp"):
-        return "cuda"
-    if q and q.startswith("torch.cpu.amp"):
-        return "cpu"
-    dev = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "device_type"), None)
-    if isinstance(dev, ast.Constant) and isinstance(dev.value, str):
-        return dev.value
-    return None
+from amplint.model.names import autocast_device, qualify
+from amplint.model.names import autocast_dtype as _dtype
 
 
 def autocast_dtype(model, call: ast.Call, q: str | None, device: str | None) -> str | None:
     """'float16' / 'bfloat16' / None (unknown)."""
-    kw = next((k.value for k in call.keywords if k.arg == "dtype"), None)
-    if kw is None and q and not q.startswith(("torch.cuda.amp", "torch.cpu.amp")) and len(call.args) >= 2:
-        kw = call.args[1]
-    if kw is None:
-        if any(k.arg is None for k in call.keywords):
-            return None
-        return {"cuda": "float16", "cpu": "bfloat16"}.get(device or "")
-    text = model.text(kw)
-    if text in FP16:
-        return "float16"
-    if text in BF16:
-        return "bfloat16"
-    return None
+    return _dtype(call, q, device, model.text)
 
 
 def autocast_enabled_off(call: ast.Call) -> bool:

@@ -309,7 +309,7 @@ with torch.autocast("cuda"):
             return
         for qual, info in model.classes.items():
             calls = index.inherited_autocast_calls(model.path, qual)
-            for bpath, bmeth, name, line in calls:
+            for bpath, bmeth, name, line, _ in calls:
                 f = info.methods.get(name)
                 if f is None:
                     continue

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 from amplint.lazyre import lazy
 from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
+from amplint.fspath import absolute
+from amplint.model import amp_ish
 from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
@@ -32,7 +35,11 @@ entered directly, through a variable every assignment of which holds a CUDA floa
 through a project helper that returns one or is a `@contextmanager` entering one, in this
 file or another module, whatever the helper's name (`with amp_ctx():`). A GradScaler method
 called on an attribute named like a scaler (`context.grad_scaler.scale(loss)`, an object set
-up elsewhere) counts as a GradScaler in use.
+up elsewhere) counts as a GradScaler in use. In project mode it also follows a base class in
+another module that calls a method inside a CUDA float16 region (`with
+torch.cuda.amp.autocast(self.amp): self.step(data)` in `BaseTrainer.iterate()`): a subclass's
+`step()` that runs `backward()` and steps the optimizer with no GradScaler, in a file that
+uses none, is reported at its backward (not where the method enters a region of its own).
 
 ## Why is this bad?
 CUDA autocast defaults to float16 (`torch.get_autocast_dtype('cuda')`), whose smallest
@@ -339,7 +346,8 @@ def train(model, loader, optimizer):
         regions = [(call, f, ctx, stmt, True) for call, f, ctx, stmt in model.autocast_calls]
         regions += self._wrapper_regions(model)
         regions += self._variable_regions(model)
-        if not regions:
+        inherited = self._inherited_regions(model)
+        if not regions and not inherited:
             return
         if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
             return  # a scaler is in use (under any name)
@@ -347,6 +355,21 @@ def train(model, loader, optimizer):
             return  # context.grad_scaler.scale(loss): a scaler reached through another object
         if FRAMEWORK.search(model.source):
             return
+        for f, base, where in inherited:
+            if any(a.func is f for a in model.autocast_regions):
+                continue  # the method enters a region of its own: that region's dtype decides (above)
+            backs = [e for e in f.events if e.kind == "backward" and not e.ctx.autocasts
+                     and not any(lit.key and not lit.pol and amp_ish(lit.key) for lit in e.ctx.lits)]
+            steps = [e for e in f.events if e.kind == "opt_step" and any(e.seq > b.seq for b in backs)]
+            if backs and steps:
+                yield self.diagnostic(
+                    model, backs[0].node,
+                    f"float16 autocast with no GradScaler: `{base}()` ({where}) calls `self.{f.name}()` inside a CUDA "
+                    "float16 autocast region, and this training step runs `backward()` and steps the optimizer without "
+                    f"a GradScaler: small gradients underflow to zero and inf/NaN steps are applied; add "
+                    f"`{cuda_scaler_ctor(model)}` (scale/step/update) or use `dtype=torch.bfloat16`",
+                    None, backs[0].stmt,
+                )
         for call, f, ctx, stmt, direct in regions:
             if not ctx.loops or (direct and autocast_enabled_off(call)):
                 continue
@@ -377,6 +400,23 @@ def train(model, loader, optimizer):
                 fix,
                 stmt,
             )
+
+    @staticmethod
+    def _inherited_regions(model):
+        """Methods of this file's classes that a project base class in another module calls
+        inside a CUDA float16 autocast region (``with torch.cuda.amp.autocast(self.amp):
+        self.step(data)`` in ``BaseTrainer.iterate()``): (method, base method, where)."""
+        index = model.index
+        if not hasattr(index, "inherited_autocast_calls"):
+            return []
+        out = []
+        for qual, info in model.classes.items():
+            for bpath, bmeth, name, line, kind in index.inherited_autocast_calls(model.path, qual):
+                f = info.methods.get(name)
+                if f is not None and kind == "cuda:float16" and all(f is not g for g, _, _ in out):
+                    root = index.roots[0] if getattr(index, "roots", None) else os.path.dirname(absolute(bpath))
+                    out.append((f, bmeth, f"{os.path.relpath(bpath, root).replace(os.sep, '/')}:{line}"))
+        return out
 
     @staticmethod
     def _wrapper_regions(model):
