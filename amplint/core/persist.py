@@ -1,4 +1,5 @@
-"""What a checkpoint holds where it is written or returned (issue 31's persistence query, AMP301).
+"""What a checkpoint holds where it is written or returned, and whether a run can resume from
+it (issue 31's persistence queries, AMP301).
 
 ``held(model, func, stmt, value, scalers)`` answers, for the value a saver is handed
 (``torch.save(x, path)``, a helper that saves its parameter, a method's ``return``), which
@@ -17,6 +18,11 @@ nested dicts and ``state_dict()`` aliases included; and the dict a project funct
 (``make_state(optimizer, epoch)``, called here or assigned to a local before), by its summary,
 whose parameters are typed by the arguments this call hands it. A value handed to code we
 cannot read makes the flow Top there: ``held`` answers None and no rule reports it.
+
+``resumable(model, call)`` says whether training can resume from the checkpoint a call writes:
+not an export written once after training in a project (or a script's import closure, by what
+its code can reach: ``ProjectIndex.script_restores``) that never restores an optimizer state,
+nor a class's own save whose own load restores no optimizer.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import ast
 import re
 
 from amplint.core.containers import Contents, DictFlow
-from amplint.model.names import literal_dict, state_owner
+from amplint.model.names import literal_dict, qualify, state_owner
 
 _NAMES_SCALER = re.compile(r"scale", re.IGNORECASE)
 _DEPTH = 4  # nested containers followed
@@ -197,3 +203,66 @@ class _Reader:
             elif self._scaler(a) or p in fact.scaler_params:
                 h.scaler = True
         return h if h.optimizer or h.scaler else None
+
+
+def resumable(model, c) -> bool:
+    """Can training resume from this checkpoint? Not when it is written once, after the
+    training loop of the same function (no loop around the save; the loops that scale losses
+    end before it), and no file of the project restores an optimizer state: that is an export
+    of the trained model. A periodic save, a save helper or method, or a project that
+    resumes (known only in project mode; a file alone is taken to resume) is a training
+    checkpoint."""
+    if getattr(model.index, "restores_optimizer", None) is False:
+        return False  # nothing in the project resumes from an optimizer state
+    if script_never_resumes(model):
+        return False
+    if _own_load_drops_optimizer(model, c.func):
+        return False
+    if c.ctx.loops:
+        return True
+    f = c.func
+    train_loops = {id(lp.node): lp.node for e in f.events if e.kind in ("backward", "step") for lp in e.loops}
+    if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
+        return True
+    return getattr(model.index, "restores_optimizer", None) is not False
+
+
+def script_never_resumes(model) -> bool:
+    """The file is a script (a notebook, or a module no other project file names), and
+    neither it nor any project module it imports may restore an optimizer state: a run of it
+    never resumes, whatever other scripts of the project do (project mode only)."""
+    query = getattr(model.index, "script_restores", None)
+    return query is not None and query(model.path) is False
+
+
+def _own_load_drops_optimizer(model, f) -> bool:
+    """The save is a method of a class that reads its checkpoints back itself (a method
+    calling ``torch.load``), and nothing in the file may restore an optimizer state (no call
+    of a function named ``...load...`` whose text names ``opt``: ``optimizer.load_state_dict(...)``,
+    ``self._load_weight(optimizer, ...)``, ``maybe_load_optimizer(...)``; a comment is not a
+    call): the class's own load is the way back, and it does not resume training (tez's
+    ``Model.save``/``Model.load``)."""
+    cls = f.cls
+    while cls is None and f.parent is not None:
+        f = f.parent
+        cls = f.cls
+    if cls is None or not isinstance(cls.node, ast.ClassDef):
+        return False
+    if _may_load_optimizer(model):
+        return False
+    for m in cls.node.body:
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for n in ast.walk(m):
+                if isinstance(n, ast.Call) and qualify(n.func, [model.module_scope]) == "torch.load":
+                    return True
+    return False
+
+
+def _may_load_optimizer(model) -> bool:
+    for g in model.funcs:
+        for c in g.calls:
+            fn = c.node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+            if "load" in name.lower() and "opt" in model.text(c.node).lower():
+                return True
+    return False

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import re
 
-from amplint.core.persist import held
+from amplint.core.persist import held, resumable, script_never_resumes
 from amplint.lazyre import lazy
 from amplint.fspath import absolute
 from amplint.model.names import dotted, literal_dict, qualify, state_owner
@@ -684,7 +684,7 @@ class Trainer:
             if not h.optimizer or h.scaler:
                 continue
             in_scope = [k for k in keys if self._in_scope(model, k, f) and k not in saved]
-            if not in_scope or any(self._registered(model, k) for k in in_scope) or not _resumable(model, c):
+            if not in_scope or any(self._registered(model, k) for k in in_scope) or not resumable(model, c):
                 continue
             name = str(in_scope[0][-1])
             g = f
@@ -704,7 +704,7 @@ class Trainer:
     def _framework_checkpoints(self, model, keys, saved):
         """fvcore/detectron2 checkpointers: the scaler left out of the checkpointables, or a
         detectron2 trainer whose ``state_dict()`` cannot hold it."""
-        if getattr(model.index, "restores_optimizer", None) is False or _script_never_resumes(model):
+        if getattr(model.index, "restores_optimizer", None) is False or script_never_resumes(model):
             return
         yield from self._fvcore_checkpointer(model, keys, saved)
         yield from self._d2_trainer(model, keys, saved)
@@ -783,7 +783,7 @@ class Trainer:
                 h = held(model, c.func, c.stmt, c.node.args[0]) if users else None
                 if h is None or not h.optimizer or h.scaler:
                     continue
-                if not _resumable(model, c):
+                if not resumable(model, c):
                     continue
                 spath, squal, attrs, _over = users[0]
                 where = index.module_of.get(absolute(spath), "another module")
@@ -808,7 +808,7 @@ class Trainer:
         save none of this attribute's state) may save or load a scaler state (a caller's
         ``trainer.scaler.state_dict()`` would keep it)."""
         files = getattr(model.index, "scaler_state_files", None)
-        if files is None or _script_never_resumes(model):
+        if files is None or script_never_resumes(model):
             return
         query = getattr(model.index, "inherited_scaler_attrs", None)
         for qual, info in model.classes.items():
@@ -864,7 +864,7 @@ class Trainer:
             if any(self._registered(model, k, resolved=False) for k in in_scope):
                 continue
             why = self._helper_verdict(model, c, callee, facts, keys)
-            if why is None or not _resumable(model, c):
+            if why is None or not resumable(model, c):
                 continue
             name = str(in_scope[0][-1])
             helper = model.text(c.node.func)
@@ -979,69 +979,6 @@ class Trainer:
             if REGISTERS.search(model.text(c.callee)):
                 return True
         return False
-
-
-def _resumable(model, c) -> bool:
-    """Can training resume from this checkpoint? Not when it is written once, after the
-    training loop of the same function (no loop around the save; the loops that scale losses
-    end before it), and no file of the project restores an optimizer state: that is an export
-    of the trained model. A periodic save, a save helper or method, or a project that
-    resumes (known only in project mode; a file alone is taken to resume) is a training
-    checkpoint."""
-    if getattr(model.index, "restores_optimizer", None) is False:
-        return False  # nothing in the project resumes from an optimizer state
-    if _script_never_resumes(model):
-        return False
-    if _own_load_drops_optimizer(model, c.func):
-        return False
-    if c.ctx.loops:
-        return True
-    f = c.func
-    train_loops = {id(lp.node): lp.node for e in f.events if e.kind in ("backward", "step") for lp in e.loops}
-    if not train_loops or not all((n.end_lineno or n.lineno) < c.node.lineno for n in train_loops.values()):
-        return True
-    return getattr(model.index, "restores_optimizer", None) is not False
-
-
-def _script_never_resumes(model) -> bool:
-    """The file is a script (a notebook, or a module no other project file names), and
-    neither it nor any project module it imports may restore an optimizer state: a run of it
-    never resumes, whatever other scripts of the project do (project mode only)."""
-    query = getattr(model.index, "script_restores", None)
-    return query is not None and query(model.path) is False
-
-
-def _own_load_drops_optimizer(model, f) -> bool:
-    """The save is a method of a class that reads its checkpoints back itself (a method
-    calling ``torch.load``), and nothing in the file may restore an optimizer state (no call
-    of a function named ``...load...`` whose text names ``opt``: ``optimizer.load_state_dict(...)``,
-    ``self._load_weight(optimizer, ...)``, ``maybe_load_optimizer(...)``; a comment is not a
-    call): the class's own load is the way back, and it does not resume training (tez's
-    ``Model.save``/``Model.load``)."""
-    cls = f.cls
-    while cls is None and f.parent is not None:
-        f = f.parent
-        cls = f.cls
-    if cls is None or not isinstance(cls.node, ast.ClassDef):
-        return False
-    if _may_load_optimizer(model):
-        return False
-    for m in cls.node.body:
-        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for n in ast.walk(m):
-                if isinstance(n, ast.Call) and qualify(n.func, [model.module_scope]) == "torch.load":
-                    return True
-    return False
-
-
-def _may_load_optimizer(model) -> bool:
-    for g in model.funcs:
-        for c in g.calls:
-            fn = c.node.func
-            name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
-            if "load" in name.lower() and "opt" in model.text(c.node).lower():
-                return True
-    return False
 
 
 def _restores_own_optimizer(model, m, f) -> bool:
