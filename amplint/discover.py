@@ -263,34 +263,34 @@ class Excluder:
 
 
 def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES, memo_dir: str | None = None) -> Discovered:
-    """The files under ``paths``. With ``memo_dir`` (the cache directory), the walk of one
-    directory is remembered with the mtime of every directory it entered and of every
-    ``.gitignore`` it read: while none of them changed (an entry added, removed or renamed
-    changes its directory's mtime), the next run reuses the file list instead of walking."""
+    """The files under ``paths``. With ``memo_dir`` (the cache directory), the walk of the
+    directories named (one or several, when every path is a directory) is remembered with
+    the mtime of every directory it entered and of every ``.gitignore`` it read: while none of
+    them changed (an entry added, removed or renamed changes its directory's mtime), the next
+    run with the same paths reuses the file list instead of walking."""
     ex = Excluder(settings)
     files: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
-    memo = _WalkMemo(memo_dir, settings, suffixes, paths) if memo_dir is not None and len(paths) == 1 else None
+    memo = None
+    if memo_dir is not None and paths and all(os.path.isdir(p) for p in paths):
+        memo = _WalkMemo(memo_dir, settings, suffixes, paths)  # one walk of every directory named
+        if memo.files is not None:
+            return Discovered(list(memo.files), missing)
+    trace = [] if memo is not None else None
     for p in paths:
         if os.path.isdir(p):
-            if memo is not None and memo.files is not None:
-                files.extend(memo.files)
-                continue
             rel = _rel(p, ex.root)
             if rel.startswith("../") or rel == "..":
                 prefix = None  # outside the project root: match names only
             else:
                 prefix = "" if rel == "." else rel + "/"
             anc = bool(prefix) and ex.spec.ancestors_hit(prefix)
-            trace = [] if memo is not None else None
             deferred: list = []
             _walk(p, prefix, anc, ex, settings.respect_gitignore, files, seen, suffixes, [], trace=trace, deferred=deferred)
             while deferred:
                 d, sub_prefix, sub_anc, sub_stack, st = deferred.pop(0)
                 _walk(d, sub_prefix, sub_anc, ex, settings.respect_gitignore, files, seen, suffixes, sub_stack, st, trace, deferred)
-            if memo is not None:
-                memo.save(files, trace)
         elif os.path.lexists(p):
             if settings.force_exclude and ex.excluded(p, False):
                 continue
@@ -300,6 +300,8 @@ def discover(paths: list[str], settings: Settings, suffixes=SUFFIXES, memo_dir: 
                 files.append(p)
         else:
             missing.append(p)
+    if memo is not None:
+        memo.save(files, trace)
     return Discovered(files, missing)
 
 
@@ -447,9 +449,10 @@ def _stamp(path: str) -> tuple:
 
 
 class _WalkMemo:
-    """The file list of one directory walk, kept in the cache directory with what it
-    depended on: the mtime of each directory entered and the stamp of each ``.gitignore``
-    read, under a key of the walked path, the working directory, the excludes and suffixes."""
+    """The file list of one walk of the directories named, kept in the cache directory with
+    what it depended on: the mtime of each directory entered and the stamp of each
+    ``.gitignore`` read, under a key of the walked paths, the working directory, the excludes
+    and suffixes."""
 
     def __init__(self, memo_dir: str, settings: Settings, suffixes, paths):
         import pickle
@@ -457,8 +460,8 @@ class _WalkMemo:
         from amplint import __version__
         from amplint.cache import blake2b
 
-        key = repr((os.path.abspath(paths[0]), paths[0], os.getcwd(), os.path.abspath(settings.root), tuple(settings.exclude),
-                    tuple(settings.extend_exclude), settings.respect_gitignore, tuple(suffixes)))
+        key = repr((tuple(os.path.abspath(p) for p in paths), tuple(paths), os.getcwd(), os.path.abspath(settings.root),
+                    tuple(settings.exclude), tuple(settings.extend_exclude), settings.respect_gitignore, tuple(suffixes)))
         self.path = os.path.join(memo_dir, __version__, f"walk-{blake2b(key.encode(), digest_size=12).hexdigest()}.pickle")
         self.key = key
         self.files = None

@@ -11,7 +11,7 @@ import re
 import sys
 
 from amplint.lazyre import lazy
-from amplint.fspath import absolute
+from amplint.fspath import absolute, pinned_cwd
 from amplint.diagnostics import Diagnostic, FileError, FileResult
 from amplint.report import Message, Summary, display_path, echo, emit, formatter
 from amplint.selection import Filter, enabled_codes, validate_per_file_ignores
@@ -90,7 +90,8 @@ class Options:
 
 def run_check(opts: Options) -> int:
     try:
-        return _run_check(opts)
+        with pinned_cwd():
+            return _run_check(opts)
     finally:
         _reset_engine()
 

@@ -430,6 +430,40 @@ def test_remembered_walk_follows_every_change_to_the_tree(tmp_path, monkeypatch)
     assert walks
 
 
+def test_remembered_walk_of_several_directories(tmp_path, monkeypatch):
+    """`amplint check a/ b/` remembers the walk of both (the perf corpus names four): the same
+    paths reuse it, in order and without duplicates; a change under the second directory, or
+    other paths, walk again."""
+    import time
+
+    from amplint import discover as disc
+    from amplint.settings import Settings
+
+    root = tmp_path / "proj"
+    for rel in ["a/x.py", "b/y.py", "b/sub/z.py"]:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("")
+    memo = str(tmp_path / "cache")
+    s = Settings(root=str(root))
+    walks = []
+    real_walk = disc._walk
+    monkeypatch.setattr(disc, "_walk", lambda *a, **k: (walks.append(1), real_walk(*a, **k))[1])
+
+    def found(*names):
+        return [os.path.relpath(f, root) for f in disc.discover([str(root / n) for n in names], s, memo_dir=memo).files]
+
+    first = found("a", "b", "a")
+    assert sorted(first) == ["a/x.py", "b/sub/z.py", "b/y.py"] and walks
+    walks.clear()
+    assert found("a", "b", "a") == first and walks == []  # reused
+    time.sleep(0.01)
+    (root / "b" / "sub" / "new.py").write_text("")
+    assert sorted(found("a", "b", "a")) == ["a/x.py", "b/sub/new.py", "b/sub/z.py", "b/y.py"] and walks
+    walks.clear()
+    assert found("b") and walks  # other paths: another memo
+
+
 # ---------------------------------------------------------------------------- screen
 
 
@@ -533,3 +567,35 @@ def test_a_file_whose_only_amp_token_is_gradscaler_through_the_cli(tmp_path):
     p = amplint("--no-cache", "train.py", cwd=tmp_path)
     assert p.returncode == 1
     assert p.stdout.splitlines()[0].startswith("train.py:7:5: AMP001")
+
+
+def test_a_run_reads_the_working_directory_once_and_the_next_run_reads_it_again(tmp_path, monkeypatch, capsys):
+    """Within one run the working directory is pinned (no getcwd per path); two runs in one
+    process from different directories each show paths relative to their own."""
+    from amplint import fspath
+    from amplint.cli import main
+
+    for d in ("a", "b"):
+        (tmp_path / d / "pkg").mkdir(parents=True)
+        (tmp_path / d / "pkg" / "train.py").write_text(BAD)
+        for i in range(30):
+            (tmp_path / d / "pkg" / f"m{i}.py").write_text(PLAIN)
+    monkeypatch.setattr(fspath.os, "getcwd", _counting(fspath.os.getcwd, calls := []))
+    for d in ("a", "b"):
+        monkeypatch.chdir(tmp_path / d)
+        calls.clear()
+        with pytest.raises(SystemExit):
+            main(["check", "--no-cache", "--output-format", "concise", "."])
+        out = capsys.readouterr().out
+        assert "pkg/train.py:" in out and str(tmp_path) not in out, out
+        assert len(calls) < 20, len(calls)  # not one per path
+        with fspath.pinned_cwd():
+            assert fspath.absolute("x.py") == os.path.join(str(tmp_path / d), "x.py")
+        assert fspath._PINNED is None
+
+
+def _counting(fn, calls):
+    def wrapped():
+        calls.append(1)
+        return fn()
+    return wrapped

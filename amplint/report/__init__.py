@@ -108,10 +108,10 @@ def display_path(path: str) -> str:
     by walking a directory, with or without the cache. ``-`` (stdin) stays ``-``."""
     if path == "-":
         return path
-    from amplint.fspath import absolute as _absolute
+    from amplint.fspath import absolute as _absolute, cwd as _cwd
 
     absolute = _absolute(path)
-    cwd = os.getcwd()
+    cwd = _cwd()
     if absolute == cwd:
         return "."
     prefix = cwd.rstrip(os.sep) + os.sep
