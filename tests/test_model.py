@@ -68,6 +68,50 @@ def test_self_attribute_set_in_one_method_used_in_another():
     assert kinds == ["step", "update"]
 
 
+@pytest.mark.parametrize("factory,typed", [
+    # the instance a classmethod builds with cls(...) and sets up is the class's own object
+    ("optimizer = cls(opt)\n        optimizer._scaler = GradScaler()", True),
+    ("optimizer = cls(opt)\n        if fp16:\n            optimizer._scaler = GradScaler()", True),
+    # assigned something else too, or built by another class, or outside a classmethod: not known
+    ("optimizer = cls(opt)\n        optimizer = wrap(optimizer)\n        optimizer._scaler = GradScaler()", False),
+    ("optimizer = Other(opt)\n        optimizer._scaler = GradScaler()", False),
+], ids=["cls_call", "under_if", "reassigned", "other_class"])
+def test_an_instance_a_classmethod_builds_is_the_class(factory, typed):
+    src = (
+        "from torch.amp import GradScaler\n"
+        "class Optimizer:\n"
+        "    def __init__(self, opt):\n"
+        "        self._optimizer = opt\n"
+        "        self._scaler = None\n"
+        "    @classmethod\n"
+        "    def from_opt(cls, opt, fp16=True):\n"
+        f"        {factory}\n"
+        "        return optimizer\n"
+        "    def step(self):\n"
+        "        self._scaler.step(self._optimizer)\n"
+        "        self._scaler.update()\n"
+    )
+    m = build_model(src, ast.parse(src))
+    assert (m.scaler_status(("A", "Optimizer", "_scaler")) == CERTAIN) is typed
+
+
+def test_the_factory_made_scaler_is_a_class_fact_of_the_summary():
+    from amplint.model.summary import summarise
+
+    src = textwrap.dedent(
+        """
+        class Optimizer:
+            @classmethod
+            def from_opt(cls, opt):
+                optimizer = cls(opt)
+                from torch.cuda.amp import GradScaler
+                optimizer._scaler = GradScaler()
+                return optimizer
+        """
+    )
+    assert summarise(ast.parse(src), source=src).classes["Optimizer"].scaler_attrs == ("_scaler",)
+
+
 def test_parameter_receives_scaler_from_call_site_and_annotation():
     m = model(
         """

@@ -354,6 +354,8 @@ class FileModel:
                     if f.self_name and base.id == f.self_name and f.cls is not None:
                         return ("A", f.cls.qualname, node.attr)
                     if base.id in f.locals or base.id in f.params:
+                        if f.cls is not None and base.id in _built_by_cls(f):
+                            return ("A", f.cls.qualname, node.attr)  # obj = cls(...) in a classmethod: the new instance
                         break
                     f = f.parent
             parts = dotted(node)
@@ -582,3 +584,32 @@ def _derived_in(loop: Loop, names: set[str]) -> bool:
     return False
 
 
+def _built_by_cls(f) -> frozenset:
+    """The locals of a classmethod ``f`` that every assignment makes ``cls(...)``: the
+    instance a factory (``def from_opt(cls, ...): optimizer = cls(...); optimizer._scaler =
+    GradScaler()``) builds and sets up, so its attributes are the class's own."""
+    hit = f.__dict__.get("_built_by_cls")
+    if hit is not None:
+        return hit
+    out: set[str] = set()
+    node = f.node
+    if f.self_name and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            isinstance(d, ast.Name) and d.id == "classmethod" for d in node.decorator_list):
+        made, other = set(), set()
+        for n in ast.walk(node):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) else []
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store):
+                        v = getattr(n, "value", None)
+                        if (t is x and isinstance(n, ast.Assign) and isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                                and v.func.id == f.self_name):
+                            made.add(x.id)
+                        else:
+                            other.add(x.id)
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.comprehension)):
+                for t in ([n.target] if hasattr(n, "target") else [i.optional_vars for i in n.items if i.optional_vars is not None]):
+                    other.update(x.id for x in ast.walk(t) if isinstance(x, ast.Name))
+        out = made - other - set(f.params)
+    f.__dict__["_built_by_cls"] = frozenset(out)
+    return f.__dict__["_built_by_cls"]

@@ -304,7 +304,17 @@ def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
             continue
         me = m.args.args[0].arg
         params = {a.arg for a in [*m.args.args[1:], *m.args.kwonlyargs]}
+        selves = {me}  # and, in a classmethod, the instance it builds (`optimizer = cls(...)`)
+        if any(isinstance(d, ast.Name) and d.id == "classmethod" for d in m.decorator_list):
+            selves |= {t.id for n in _walk_inner(m) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                       and isinstance(n.value.func, ast.Name) and n.value.func.id == me for t in n.targets if isinstance(t, ast.Name)}
+        mscope = scope
         for n in _walk_inner(m):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):  # `from torch.cuda.amp import GradScaler` in the method
+                if mscope is scope:
+                    mscope = dict(scope)
+                add_import(mscope, n)
+                continue
             if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in params and len(n.targets) == 1
                     and isinstance(n.targets[0], ast.Attribute) and isinstance(n.targets[0].value, ast.Name)
                     and n.targets[0].value.id == me and SCALER_NAME.match(n.targets[0].attr) and n.targets[0].attr not in injected):
@@ -316,8 +326,8 @@ def _class_fact(node: ast.ClassDef, scope, rows=None) -> ClassFact:
                 states.add(n.func.value.attr)
             if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
                 continue
-            q = qualify(n.value.func, [scope])
-            mine = [t.attr for t in n.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me]
+            q = qualify(n.value.func, [mscope])
+            mine = [t.attr for t in n.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in selves]
             if q and not q.startswith("torch.") and "Scaler" in q.rsplit(".", 1)[-1] and canonical(q) != "GradScaler":
                 wrappers.extend((a, q) for a in mine if (a, q) not in wrappers)
                 continue
