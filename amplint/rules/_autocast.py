@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 
+from amplint.fspath import absolute
 from amplint.model.names import autocast_device, qualify
 from amplint.model.names import autocast_dtype as _dtype
 
@@ -34,3 +36,9 @@ def described(model, call, func):
     q = qualify(call.func, func.scopes())
     dev = autocast_device(call, q)
     return dev, autocast_dtype(model, call, q, dev)
+
+
+def base_location(index, bpath: str, line: int) -> str:
+    """``path:line`` of a base class's autocast call, relative to the project root (AMP002, AMP201)."""
+    root = index.roots[0] if getattr(index, "roots", None) else os.path.dirname(absolute(bpath))
+    return f"{os.path.relpath(bpath, root).replace(os.sep, '/')}:{line}"

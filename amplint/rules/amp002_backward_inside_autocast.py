@@ -1,13 +1,11 @@
 from __future__ import annotations
 
 import ast
-import os
 
 from amplint.diagnostics import Fix, MoveOutOfWith
-from amplint.fspath import absolute
 from amplint.model import amp_ish
 from amplint.rules import Invalid, Rule
-from amplint.rules._autocast import enabled_flag
+from amplint.rules._autocast import base_location, enabled_flag
 from amplint.rules._util import stmt_anchor
 
 # Statement kinds that may move out of an autocast block without changing meaning.
@@ -313,8 +311,7 @@ with torch.autocast("cuda"):
                 f = info.methods.get(name)
                 if f is None:
                     continue
-                root = index.roots[0] if getattr(index, "roots", None) else os.path.dirname(absolute(bpath))
-                where = f"{os.path.relpath(bpath, root).replace(os.sep, '/')}:{line}"
+                where = base_location(index, bpath, line)
                 for e in f.events:
                     if e.kind not in ("backward", "framework_backward") or e.ctx.autocasts:
                         continue

@@ -1,17 +1,15 @@
 from __future__ import annotations
 
 import ast
-import os
 import re
 
 from amplint.lazyre import lazy
 from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
-from amplint.fspath import absolute
 from amplint.model import amp_ish
 from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
-from amplint.rules._autocast import autocast_enabled_off, described, enabled_flag
+from amplint.rules._autocast import autocast_enabled_off, base_location, described, enabled_flag
 from amplint.model.names import SCALER_NAME, canonical, qualify
 from amplint.model.queries_extra import ancestry
 
@@ -414,8 +412,7 @@ def train(model, loader, optimizer):
             for bpath, bmeth, name, line, kind in index.inherited_autocast_calls(model.path, qual):
                 f = info.methods.get(name)
                 if f is not None and kind == "cuda:float16" and all(f is not g for g, _, _ in out):
-                    root = index.roots[0] if getattr(index, "roots", None) else os.path.dirname(absolute(bpath))
-                    out.append((f, bmeth, f"{os.path.relpath(bpath, root).replace(os.sep, '/')}:{line}"))
+                    out.append((f, bmeth, base_location(index, bpath, line)))
         return out
 
     @staticmethod
