@@ -5,6 +5,11 @@
 * ``typestate``: the GradScaler protocol as an automaton run over that graph, per abstract
   scaler (the model's keys: a local, ``self.<attr>``, a module global), with ``unknown`` for
   anything the analysis cannot follow (a call that may drive the scaler), which no rule reports;
+* ``autocast``: what an autocast call selects (device, dtype, the flag enabling it) and which
+  region is in effect at an event, a base class's regions included (project mode);
+* ``dtypes``: the places that make a module's weights fp16;
+* ``loops``: what a loop stores, whether an event runs on every iteration once it runs on one,
+  accumulation-boundary tests;
 * ``grads``: the gradients a scaled backward produced, over the same graph (scaled until
   ``unscale_``, closed by ``update()``, overwritten by a fresh backward), with the clips and
   ``zero_grad()`` calls followed forward to the step they reach; a call that may unscale is Top;

@@ -40,6 +40,7 @@ import re
 from amplint.lazyre import lazy
 from amplint.core.cfg import CFG, of, varies
 from amplint.model.facts import CERTAIN, Event
+from amplint.model.filemodel import NOT_OPTIMIZER, OPTIMIZER_NAME
 from amplint.model.walker import _norm_test
 
 MAX_ASSUMPTIONS = 64
@@ -397,4 +398,56 @@ def helper_backwards(model, f) -> list:
                              extra={"helper": model.text(c.node.func), "updates": "update" in scaled[1]}))
         elif facts.backward and not facts.scaler_ops:
             out.append(Event("backward", c.node, c.stmt, c.seq, f, c.ctx, extra={"helper": model.text(c.node.func)}))
+    return out
+
+
+# Plain optimizer steps the walker does not classify (AMP004 asks whether a scaled backward's
+# gradients reach them).
+
+
+def loop_steps(model, f):
+    """``for opt in optimizers: opt.step()``: a plain step on the target of a loop over
+    optimizers (the walker only classifies receivers that are named like an optimizer)."""
+    out = []
+    for mc in f.methods:
+        if not mc.called or mc.attr != "step" or mc.node.args or mc.node.keywords:
+            continue
+        if not isinstance(mc.receiver_node, ast.Name) or model.is_scaler(mc.receiver):
+            continue
+        if any(e.kind == "opt_step" and e.node is mc.node for e in f.events):
+            continue
+        name = mc.receiver_node.id
+        loop = next((lp for lp in reversed(mc.ctx.loops) if name in lp.targets), None)
+        it = getattr(getattr(loop, "node", None), "iter", None)
+        if it is None or not OPTIMIZER_NAME.search(model.text(it)) or NOT_OPTIMIZER.search(model.text(it)):
+            continue
+        out.append(Event("opt_step", mc.node, mc.stmt, mc.seq, f, mc.ctx, optimizer=name, receiver=mc.receiver,
+                         extra={"nofix": True}))
+    return out
+
+
+def lambda_steps(model):
+    """``step = lambda: optimizer.step()`` called as ``step()``: an event at each call."""
+    out: dict[int, list] = {}
+    for key, assigns in model.assigns.items():
+        for a in assigns:
+            lam = a.value
+            if not isinstance(lam, ast.Lambda) or lam.args.args:
+                continue
+            body = lam.body
+            if not (
+                isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "step"
+                and not body.args and not body.keywords
+            ):
+                continue
+            recv = body.func.value
+            if model.is_scaler(model.key_of_expr(recv, a.func)) or not model.is_optimizer(recv, a.func):
+                continue
+            for c in model.qual_calls:
+                if c.node.args or c.node.keywords or model.key_of_expr(c.callee, c.func) != key:
+                    continue
+                out.setdefault(c.func.fid, []).append(
+                    Event("opt_step", c.node, c.stmt, c.seq, c.func, c.ctx, optimizer=model.text(recv),
+                          extra={"nofix": True, "report": body, "report_stmt": a.stmt})
+                )
     return out

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 
 from amplint.core.cfg import CFG, of
-from amplint.model import amp_ish
+from amplint.model import Event, amp_ish
 from amplint.model.walker import _norm_test
 
 CLEAR = frozenset()
@@ -103,7 +103,7 @@ class ScalerStates:
             if e.scaler == key and e.kind in ("step", "unscale", "update") and e.stmt is not None:
                 out.setdefault(id(e.stmt), []).append((e.seq, e))
         for c in f.calls:
-            if c.stmt is not None and _may_drive(m, c, key, self.unseen):
+            if c.stmt is not None and may_drive(m, c, key, self.unseen):
                 out.setdefault(id(c.stmt), []).append((c.seq, None))
         for v in out.values():
             v.sort(key=lambda t: t[0])
@@ -267,6 +267,22 @@ def guard_lits(s, u) -> list:
     return out
 
 
+
+def guard_if(f, e, lits, model):
+    """The ``if`` statement whose body holds the event ``e``'s statement directly, when the
+    guard ``lits`` (``guard_lits``) is exactly that one ``if``'s true arm; else None."""
+    from amplint.model.queries_extra import parents
+
+    if len(lits) != 1 or lits[0].arm != 0:
+        return None
+    p = parents(model, f).get(id(e.stmt))
+    if p is None:
+        return None
+    owner, field, _i = p
+    if isinstance(owner, ast.If) and field == "body" and id(owner) == lits[0].group:
+        return owner
+    return None
+
 def show(state) -> str:
     """A state for people: ``clear``, ``unknown``, or the open events (``step@12, unscale_@10``)."""
     if state == CLEAR:
@@ -308,7 +324,7 @@ def enabled_text(model, key) -> str | None:
     return None
 
 
-def _may_drive(model, call, key, unseen: str) -> bool:
+def may_drive(model, call, key, unseen: str) -> bool:
     """Could this call do ``unseen`` ("update" or "step") to the scaler ``key`` out of our sight?
     A function of this file is asked what it does to the parameter it is handed the scaler in
     (and to the scaler itself); an unresolved call handed the scaler may do anything, and an
@@ -329,6 +345,93 @@ def _may_drive(model, call, key, unseen: str) -> bool:
         return any(model.may_update(callee, k) for k in keys)
     return any(e.kind == "step" and e.scaler in keys for e in callee.events)
 
+
+
+def helper_steps(model):
+    """Step events at calls: a call in a loop to a helper that steps the scaler it is handed and
+    never updates it (``step(scaler, opt)``; its summary when in another module) is a step of
+    that scaler there (``extra["helper"]`` names the callee)."""
+    for f in model.funcs:
+        for c in f.calls:
+            if not c.ctx.loops:
+                continue
+            callee = model.resolve_callee(c)
+            hit = model.project_callee(c) if callee is None and c.arg_keys else None
+            if (callee is None or not callee.walked) and hit is None:
+                continue
+            for pos, key in c.arg_keys:
+                if not model.is_scaler(key):
+                    continue
+                if hit is not None:  # a helper in another module: its summary says what it does
+                    ops = hit[2].scaler_ops.get(hit[1].param_at(pos) or "", set())
+                    if "step" not in ops or ops & {"update", "update_value"}:
+                        continue
+                else:
+                    pname = model._param_for(callee, pos)
+                    if pname is None:
+                        continue
+                    pkey = ("L", callee.fid, pname)
+                    if not any(e.kind == "step" and e.scaler == pkey for e in callee.events) or model.may_update(callee, pkey):
+                        continue
+                yield Event("step", c.node, c.stmt, c.seq, f, c.ctx, scaler=key, extra={"helper": model.text(c.node.func)})
+
+
+def scalers_sharing_an_optimizer(f) -> list | None:
+    """The scaler keys of ``f`` that drive one optimizer in one iteration, when there are
+    several: one optimizer stepped by several scalers on paths that co-occur, or several
+    scalers scaling co-occurring losses while one optimizer is stepped in all; else None."""
+    steps: dict[str, list] = {}
+    scalers_scaling = {}
+    for e in f.events:
+        if e.kind == "step" and e.optimizer:
+            steps.setdefault(e.optimizer, []).append(e)
+        elif e.kind == "backward" and e.scaled:
+            scalers_scaling.setdefault(e.scaler, e)
+    group = None
+    # (a) one optimizer stepped by several scalers in co-occurring paths
+    for evs in steps.values():
+        keys = []
+        for e in evs:
+            if e.scaler not in keys and all(e.co_occurs(o) for o in evs if o.scaler != e.scaler):
+                keys.append(e.scaler)
+        if len(keys) >= 2:
+            group = keys
+            break
+    # (b) several scalers scale losses, but one optimizer is stepped in total
+    if group is None and len(scalers_scaling) >= 2:
+        evs = list(scalers_scaling.values())
+        if all(a.co_occurs(b) for a in evs for b in evs) and len(steps) == 1:
+            group = list(scalers_scaling)
+    return group
+
+
+def may_update_within(model, f, node, key) -> bool:
+    """May a call of ``f`` inside ``node``'s lines (a loop) update the scaler ``key`` out of
+    our sight (``may_drive``)?"""
+    lo, hi = node.lineno, node.end_lineno or node.lineno
+    return any(lo <= c.node.lineno <= hi and may_drive(model, c, key, "update") for c in f.calls)
+
+
+def touched_between(model, f, key, lo: int, hi: int) -> bool:
+    """Does anything of ``f`` strictly between the sequence numbers ``lo`` and ``hi`` use the
+    scaler ``key``, or may it (an event or method of it, a call handed it, a callee we cannot
+    read or one that may update it, an unknown method of the object holding it, a bare use)?
+    A fix that moves a scaler call across that stretch is safe only when nothing does."""
+    if any(lo < e.seq < hi and e.scaler == key for e in f.events):
+        return True
+    if any(lo < m.seq < hi and m.receiver == key for m in f.methods):
+        return True
+    for c in f.calls:
+        if not lo < c.seq < hi:
+            continue
+        if any(k == key for _p, k in c.arg_keys):
+            return True
+        callee = model.resolve_callee(c)
+        if callee is not None and (not callee.walked or model.may_update(callee, key)):
+            return True
+        if callee is None and key[0] == "A" and model.calls_self_unknown(c):
+            return True
+    return any(lo < seq < hi and k == key for k, _n, _c, seq in f.bare_uses)
 
 # ---------------------------------------------------------------------------------------------
 # Updates that close an iteration too early: which ``update()`` calls reach a statement.

@@ -769,6 +769,22 @@ def optimizer_step(site: Site) -> bool:
     return not SCHEDULER_NAME.search(parts[-1])
 
 
+def unscaled_between(facts: Facts, fn, b: Site, c: Site) -> bool:
+    """Does a site between ``b`` and ``c`` (not exclusive with ``c``) unscale the gradients
+    (``accelerator.unscale_gradients()``, an accelerator's ``clip_grad_norm_``, ``scaler.unscale_``)?"""
+    for s in fn.sites:
+        if b.seq < s.seq < c.seq and not s.exclusive_with(c):
+            if s.attr in ("unscale_gradients", "unscale_", "clip_grad_norm_", "clip_grad_value_") and not facts.is_clip(s.node):
+                return True
+    return False
+
+
+def other_engine(st) -> bool:
+    """An Accelerator given a DeepSpeed or Megatron plugin scales in that engine instead."""
+    call = st.node
+    return any(k.arg in ("deepspeed_plugin", "deepspeed_plugins", "megatron_lm_plugin") for k in call.keywords)
+
+
 def sync_guarded(site: Site) -> bool:
     """Inside ``if accelerator.sync_gradients:`` (also ``and``-ed with more), or the ``else``
     of ``if not accelerator.sync_gradients:``; an ``if`` that tests an accumulation counter

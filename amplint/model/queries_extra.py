@@ -309,3 +309,13 @@ def _picks_one(loop) -> bool:
         for t in tests
     )
 
+
+def in_conditional_expression(p) -> bool:
+    """The event ``p`` sits in an arm of a conditional expression (``a if c else b``)."""
+    stmt = getattr(p, "stmt", None)
+    if stmt is None:
+        return False
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.IfExp) and any(x is p.node for x in (*ast.walk(n.body), *ast.walk(n.orelse))):
+            return True
+    return False

@@ -5,7 +5,8 @@ import ast
 from amplint.core import cfg
 from amplint.core.cfg import cycle_through
 from amplint.diagnostics import Fix, InsertStatement
-from amplint.model import Event
+from amplint.core.loops import updated_after_inner_loop
+from amplint.core.typestate import helper_steps
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import receiver_text, simple_stmt, stmt_anchor
 
@@ -271,7 +272,7 @@ for i, x in enumerate(loader):
 
     def check(self, model):
         flagged: dict[tuple, object] = {}
-        for e in [*model.events("step"), *self._helper_steps(model)]:
+        for e in [*model.events("step"), *helper_steps(model)]:
             key = e.scaler
             if key[0] == "A" and not model.constructions(key):
                 continue  # a scaler handed to the object (`self.scaler = scaler`): its owner updates it, or not
@@ -284,7 +285,7 @@ for i, x in enumerate(loader):
                     continue  # every pass leaves the loop after this step: it does not repeat
                 if model.may_update(e.func, key, within=loop, on=cycle):
                     continue  # an update (or a call that may update) between this pass's step and the next's
-                if self._updated_after_inner_loop(model, e, loop):
+                if updated_after_inner_loop(model, e, loop):
                     continue
                 if key[0] == "A":
                     cls = model.classes.get(key[1])
@@ -319,46 +320,6 @@ for i, x in enumerate(loader):
                 continue  # (the scaler's own step in this loop is reported)
             flagged[group] = e  # events are in order: the last step wins
         yield from self._report(model, flagged)
-
-    @staticmethod
-    def _helper_steps(model):
-        """A call in a loop to a helper that steps the scaler it is handed and never updates
-        it (``step(scaler, opt)``; its summary when in another module) is a step there."""
-        for f in model.funcs:
-            for c in f.calls:
-                if not c.ctx.loops:
-                    continue
-                callee = model.resolve_callee(c)
-                hit = model.project_callee(c) if callee is None and c.arg_keys else None
-                if (callee is None or not callee.walked) and hit is None:
-                    continue
-                for pos, key in c.arg_keys:
-                    if not model.is_scaler(key):
-                        continue
-                    if hit is not None:  # a helper in another module: its summary says what it does
-                        ops = hit[2].scaler_ops.get(hit[1].param_at(pos) or "", set())
-                        if "step" not in ops or ops & {"update", "update_value"}:
-                            continue
-                    else:
-                        pname = model._param_for(callee, pos)
-                        if pname is None:
-                            continue
-                        pkey = ("L", callee.fid, pname)
-                        if not any(e.kind == "step" and e.scaler == pkey for e in callee.events) or model.may_update(callee, pkey):
-                            continue
-                    yield Event("step", c.node, c.stmt, c.seq, f, c.ctx, scaler=key, extra={"helper": model.text(c.node.func)})
-
-    @staticmethod
-    def _updated_after_inner_loop(model, e, loop) -> bool:
-        """``for _ in range(d_steps): ...; scaler.step(opt_d)`` followed by
-        ``scaler.update()`` later in the outer iteration is left alone (it raises only
-        when the inner loop runs twice); an inner loop over a data loader is not."""
-        later = [u for u in e.func.events if u.kind == "update" and u.scaler == e.scaler and u.seq > e.seq and loop not in u.loops]
-        if not later:
-            return False
-        it = getattr(loop.node, "iter", None)
-        text = model.text(it).lower() if it is not None else ""
-        return not any(w in text for w in ("loader", "data", "batch", "dataset", "train", "iter"))
 
     def _report(self, model, flagged):
         for e in flagged.values():

@@ -5,7 +5,7 @@ import ast
 from amplint.diagnostics import Fix, MoveOutOfWith
 from amplint.model import amp_ish
 from amplint.rules import Invalid, Rule
-from amplint.rules._autocast import base_location, enabled_flag
+from amplint.core.autocast import in_enabled_region, inherited_regions, region_at
 from amplint.rules._util import stmt_anchor
 
 # Statement kinds that may move out of an autocast block without changing meaning.
@@ -264,10 +264,9 @@ with torch.autocast("cuda"):
         for e in model.events():
             if e.kind not in ("backward", "framework_backward"):
                 continue
-            regions = [a for a in e.ctx.autocasts if a.enabled != "no" and not _off_here(model, e, a)]
-            if not regions or e.ctx.autocasts[-1].enabled == "no":
-                continue  # outside autocast, or in an explicitly disabled inner region
-            region = regions[-1]
+            region = region_at(model, e)
+            if region is None:
+                continue  # outside autocast, or in a region that is off there
             what = "backward()" if e.kind == "backward" else f"{model.text(e.node.func)}()"
             yield self.diagnostic(
                 model,
@@ -283,10 +282,7 @@ with torch.autocast("cuda"):
         another module) that runs a backward pass itself or through its callees."""
         for f in model.funcs:
             for c in f.calls:
-                acs = c.ctx.autocasts
-                if not acs or acs[-1].enabled == "no" or not any(a.enabled != "no" for a in acs):
-                    continue
-                hit = model.project_callee(c)
+                hit = model.project_callee(c) if in_enabled_region(c.ctx) else None
                 if hit is None or not hit[2].backward:
                     continue
                 name = model.text(c.node.func)
@@ -302,28 +298,19 @@ with torch.autocast("cuda"):
         inside an autocast region, ``with autocast(...): self.step(data)`` in
         ``BaseTrainer.iterate()``, and that runs ``backward()`` outside any region of its own:
         the backward still runs under the base's autocast."""
-        index = model.index
-        if not hasattr(index, "inherited_autocast_calls"):
-            return
-        for qual, info in model.classes.items():
-            calls = index.inherited_autocast_calls(model.path, qual)
-            for bpath, bmeth, name, line, _ in calls:
-                f = info.methods.get(name)
-                if f is None:
+        for f, bmeth, name, where, _kind in inherited_regions(model):
+            for e in f.events:
+                if e.kind not in ("backward", "framework_backward") or e.ctx.autocasts:
                     continue
-                where = base_location(index, bpath, line)
-                for e in f.events:
-                    if e.kind not in ("backward", "framework_backward") or e.ctx.autocasts:
-                        continue
-                    if any(lit.key and not lit.pol and amp_ish(lit.key) for lit in e.ctx.lits):
-                        continue  # the branch without AMP: the base's autocast is likely off there too
-                    what = "backward()" if e.kind == "backward" else f"{model.text(e.node.func)}()"
-                    yield self.diagnostic(
-                        model, e.node,
-                        f"`{what}` runs inside an autocast region: `{bmeth}()` ({where}) calls `self.{name}()` "
-                        f"inside `autocast`; run only the forward pass and the loss under autocast",
-                        None, e.stmt,
-                    )
+                if any(lit.key and not lit.pol and amp_ish(lit.key) for lit in e.ctx.lits):
+                    continue  # the branch without AMP: the base's autocast is likely off there too
+                what = "backward()" if e.kind == "backward" else f"{model.text(e.node.func)}()"
+                yield self.diagnostic(
+                    model, e.node,
+                    f"`{what}` runs inside an autocast region: `{bmeth}()` ({where}) calls `self.{name}()` "
+                    f"inside `autocast`; run only the forward pass and the loss under autocast",
+                    None, e.stmt,
+                )
 
     def _fix(self, model, e, region):
         w = region.with_node
@@ -337,14 +324,11 @@ with torch.autocast("cuda"):
             return None  # a one-line `with`, or the backward shares its line with an earlier statement
         moved = body[idx:]
         safe = True
-        kinds_by_stmt: dict[int, set[str]] = {}
-        for ev in e.func.events:
-            kinds_by_stmt.setdefault(id(ev.stmt), set()).add(ev.kind)
         event_nodes = {id(ev.node) for ev in e.func.events}
         if _computes(e.stmt, event_nodes):
             return None  # the backward's own statement runs the forward: moving it changes its precision
         for s in moved:
-            kinds = kinds_by_stmt.get(id(s), set())
+            kinds = {ev.kind for ev in e.func.events if ev.stmt is s}
             if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and kinds and kinds <= _MOVABLE):
                 safe = False
             elif _computes(s, event_nodes):
@@ -354,27 +338,3 @@ with torch.autocast("cuda"):
             "Move the backward pass (and what follows it) out of the autocast block",
             (MoveOutOfWith(stmt_anchor(model, w), stmt_anchor(model, e.stmt)),),
         )
-
-
-def _off_here(model, e, a) -> bool:
-    """The region is enabled by a flag (``autocast(enabled=args.amp)``) and the backward runs
-    only where that flag is false (``if args.amp: scaler...backward() else: loss.backward()``)."""
-    if a.call is None:
-        return False
-    if not e.scaled and _fp32_arm(a.call) and any(lit.key and lit.pol is False and amp_ish(lit.key) for lit in e.ctx.lits):
-        # `autocast(dtype=torch.float16 if args.fp16 else torch.float32)` and a plain backward under
-        # `if scaler is None:`: without AMP the region is float32, which CUDA autocast turns off
-        return True
-    if a.enabled != "maybe":
-        return False
-    flag = enabled_flag(model, a.call, e.func)
-    return flag is not None and any(lit.key == flag and lit.pol is False for lit in e.ctx.lits)
-
-
-def _fp32_arm(call: ast.Call) -> bool:
-    """The region's dtype is chosen by a condition, one arm float32 (autocast off on CUDA)."""
-    dt = next((k.value for k in call.keywords if k.arg == "dtype"), call.args[1] if len(call.args) >= 2 else None)
-    if not isinstance(dt, ast.IfExp):
-        return False
-    return any(isinstance(x, ast.Attribute) and x.attr in ("float32", "float") for x in (dt.body, dt.orelse))
-

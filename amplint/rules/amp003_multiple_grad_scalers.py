@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 
+from amplint.core.typestate import scalers_sharing_an_optimizer
 from amplint.diagnostics import Fix, ReplaceExpression, ReplaceStatement
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, receiver_text, stmt_anchor
@@ -153,28 +154,7 @@ class Trainer:
     def check(self, model):
         reported: set = set()
         for f in model.funcs:
-            steps: dict[str, list] = {}
-            scalers_scaling = {}
-            for e in f.events:
-                if e.kind == "step" and e.optimizer:
-                    steps.setdefault(e.optimizer, []).append(e)
-                elif e.kind == "backward" and e.scaled:
-                    scalers_scaling.setdefault(e.scaler, e)
-            group = None
-            # (a) one optimizer stepped by several scalers in co-occurring paths
-            for opt, evs in steps.items():
-                keys = []
-                for e in evs:
-                    if e.scaler not in keys and all(e.co_occurs(o) for o in evs if o.scaler != e.scaler):
-                        keys.append(e.scaler)
-                if len(keys) >= 2:
-                    group = keys
-                    break
-            # (b) several scalers scale losses, but one optimizer is stepped in total
-            if group is None and len(scalers_scaling) >= 2:
-                evs = list(scalers_scaling.values())
-                if all(a.co_occurs(b) for a in evs for b in evs) and len(steps) == 1:
-                    group = list(scalers_scaling)
+            group = scalers_sharing_an_optimizer(f)
             if group is None:
                 continue
             if not any(model.constructions(k) for k in group):

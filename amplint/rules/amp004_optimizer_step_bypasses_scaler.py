@@ -4,9 +4,9 @@ import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement, RewriteCall
 from amplint.core import cfg
-from amplint.core.grads import GradStates, helper_backwards
-from amplint.model import Event, amp_ish
-from amplint.model.filemodel import NOT_OPTIMIZER, OPTIMIZER_NAME
+from amplint.core.grads import GradStates, helper_backwards, lambda_steps, loop_steps
+from amplint.model import amp_ish
+from amplint.model.queries_extra import in_conditional_expression
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import alone_on_line, branch_guard, scaler_text, simple_stmt, stmt_anchor
 
@@ -310,10 +310,10 @@ for i, x in enumerate(loader):
     def check(self, model):
         """A plain step that the live gradients of a scaled backward reach (the core's gradient
         state, ``live``: no ``zero_grad()`` nor later plain backward between, on some path)."""
-        lambdas = self._lambda_steps(model)
+        lambdas = lambda_steps(model)
         for f in model.funcs:
-            steps = [p for p in [*f.events, *self._loop_steps(model, f), *lambdas.get(f.fid, ())]
-                     if p.kind == "opt_step" and not _in_conditional_expression(p)]
+            steps = [p for p in [*f.events, *loop_steps(model, f), *lambdas.get(f.fid, ())]
+                     if p.kind == "opt_step" and not in_conditional_expression(p)]
             if not steps:
                 continue  # (`scaler.step(opt) if use_amp else opt.step()`: a branch the model does not split)
             via = helper_backwards(model, f)  # helpers are resolved only where a plain step can be judged
@@ -362,54 +362,6 @@ for i, x in enumerate(loader):
                     ),
                 )
 
-    @staticmethod
-    def _loop_steps(model, f):
-        """``for opt in optimizers: opt.step()``: a plain step on the target of a loop over
-        optimizers (the walker only classifies receivers that are named like an optimizer)."""
-        out = []
-        for mc in f.methods:
-            if not mc.called or mc.attr != "step" or mc.node.args or mc.node.keywords:
-                continue
-            if not isinstance(mc.receiver_node, ast.Name) or model.is_scaler(mc.receiver):
-                continue
-            if any(e.kind == "opt_step" and e.node is mc.node for e in f.events):
-                continue
-            name = mc.receiver_node.id
-            loop = next((lp for lp in reversed(mc.ctx.loops) if name in lp.targets), None)
-            it = getattr(getattr(loop, "node", None), "iter", None)
-            if it is None or not OPTIMIZER_NAME.search(model.text(it)) or NOT_OPTIMIZER.search(model.text(it)):
-                continue
-            out.append(Event("opt_step", mc.node, mc.stmt, mc.seq, f, mc.ctx, optimizer=name, receiver=mc.receiver,
-                             extra={"nofix": True}))
-        return out
-
-    @staticmethod
-    def _lambda_steps(model):
-        """``step = lambda: optimizer.step()`` called as ``step()``: an event at each call."""
-        out: dict[int, list] = {}
-        for key, assigns in model.assigns.items():
-            for a in assigns:
-                lam = a.value
-                if not isinstance(lam, ast.Lambda) or lam.args.args:
-                    continue
-                body = lam.body
-                if not (
-                    isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and body.func.attr == "step"
-                    and not body.args and not body.keywords
-                ):
-                    continue
-                recv = body.func.value
-                if model.is_scaler(model.key_of_expr(recv, a.func)) or not model.is_optimizer(recv, a.func):
-                    continue
-                for c in model.qual_calls:
-                    if c.node.args or c.node.keywords or model.key_of_expr(c.callee, c.func) != key:
-                        continue
-                    out.setdefault(c.func.fid, []).append(
-                        Event("opt_step", c.node, c.stmt, c.seq, c.func, c.ctx, optimizer=model.text(recv),
-                              extra={"nofix": True, "report": body, "report_stmt": a.stmt})
-                    )
-        return out
-
     def _fix(self, model, f, p, b, s):
         follows = any(
             u.kind == "update" and u.scaler == b.scaler and u.seq > p.seq and u.co_occurs(p) for u in f.events
@@ -445,13 +397,3 @@ def _root(text: str) -> str:
 def _in_optimizer_loop(p) -> bool:
     """The step sits in a loop over the optimizers (an inserted update would run per optimizer)."""
     return bool(p.optimizer) and any(_root(p.optimizer) in lp.targets for lp in p.loops)
-
-
-def _in_conditional_expression(p) -> bool:
-    stmt = getattr(p, "stmt", None)
-    if stmt is None:
-        return False
-    for n in ast.walk(stmt):
-        if isinstance(n, ast.IfExp) and any(x is p.node for x in (*ast.walk(n.body), *ast.walk(n.orelse))):
-            return True
-    return False

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import ast
 
-from amplint.lazyre import lazy
-from amplint.model.names import dotted
 from amplint.core import cfg
-from amplint.core.typestate import MORE, ScalerStates
+from amplint.core.loops import boundary_test, encloses, runs_every_iteration
+from amplint.core.typestate import MORE, ScalerStates, may_update_within
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import same_iteration, scaler_text
 
@@ -297,7 +296,7 @@ def fit(model, loader, opt, grad_accum):
                 if tests is None:
                     ifs = {id(n): n for n in ast.walk(f.node) if isinstance(n, ast.If)}
                     tests = {k: n.test for k, n in ifs.items()}
-                if loop is None or not _runs_every_iteration(e, tests, loop):
+                if loop is None or not runs_every_iteration(e, tests, loop):
                     continue
                 updates = [u for u in f.events if u.kind == "update" and u.scaler == e.scaler and loop in u.loops]
                 if not updates or any(u.extra.get("value") for u in updates):
@@ -309,12 +308,12 @@ def fit(model, loader, opt, grad_accum):
                         continue
                     # the update inside the accumulation `if` (an `if ...: continue` before it is AMP012's)
                     extra = [t for lit in u.ctx.lits if lit.group not in mine and (t := tests.get(lit.group)) is not None
-                             and _boundary(t) and _encloses(ifs[lit.group], u.node)]
+                             and boundary_test(t) and encloses(ifs[lit.group], u.node)]
                     if not extra:
                         guards = None  # an update that runs whenever this call does
                         break
                     guards.append((u, extra[0]))
-                if not guards or self._may_update_in(model, f, loop, e.scaler):
+                if not guards or may_update_within(model, f, loop.node, e.scaler):
                     continue
                 st = scaler_text(model, f, e.scaler)
                 what = "unscale_" if e.kind == "unscale" else "step"
@@ -329,75 +328,12 @@ def fit(model, loader, opt, grad_accum):
                     e.stmt,
                 )
 
-    @staticmethod
-    def _may_update_in(model, f, loop, scaler) -> bool:
-        lo, hi = loop.node.lineno, loop.node.end_lineno or loop.node.lineno
-        return any(lo <= c.node.lineno <= hi and _call_may_update(model, c, scaler) for c in f.calls)
-
-
-def _call_may_update(model, c, scaler) -> bool:
-    """May the call ``c`` update ``scaler``: a walked callee that does, an unknown one that is
-    handed the scaler, or an unknown method of the object that holds it?"""
-    callee = model.resolve_callee(c)
-    if callee is not None:
-        return model.may_update(callee, scaler) if callee.walked else model.mentions(callee, "update")
-    if any(k == scaler for _p, k in c.arg_keys):
-        return True
-    return scaler[0] == "A" and model.calls_self_unknown(c)
-
 
 _ERRORS = {
     ("unscale", "unscale"): "unscale_() has already been called on this optimizer since the last update().",
     ("step", "step"): "step() has already been called since the last update().",
     ("step", "unscale"): "unscale_() is being called after step().",
 }
-
-
-def _encloses(node: ast.AST, inner: ast.AST) -> bool:
-    return node.lineno <= inner.lineno <= (node.end_lineno or node.lineno)
-
-
-_BOUNDARY_NAME = lazy(r"(?i)accum|boundary|sync_grad|should_(?:step|update|sync)")
-
-
-def _boundary(test: ast.expr) -> bool:
-    """An accumulation boundary test: ``(i + 1) % accum == 0``, ``if is_accumulation_boundary``."""
-    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)):
-        return True
-    names = [".".join(d) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n))]
-    return any(_BOUNDARY_NAME.search(x) for x in names) and not any(isinstance(n, ast.Compare) for n in ast.walk(test))
-
-
-def _runs_every_iteration(e, tests, loop) -> bool:
-    """Every ``if`` around ``e`` inside the loop tests something the loop never changes (a
-    config flag), so ``e`` runs on every iteration once it runs on one."""
-    inside = {id(n) for n in ast.walk(loop.node) if isinstance(n, ast.If)}
-    stored = None
-    for lit in e.ctx.lits:
-        if lit.group not in inside:
-            continue
-        test = tests.get(lit.group)
-        if test is None:
-            return False
-        if stored is None:
-            stored = _stored(loop)
-        for n in ast.walk(test):
-            if isinstance(n, (ast.Call, ast.BinOp, ast.Subscript)):
-                return False
-            if isinstance(n, (ast.Name, ast.Attribute)) and (d := dotted(n)) and (".".join(d) in stored or d[0] in stored):
-                return False
-    return True
-
-
-def _stored(loop) -> set[str]:
-    """Names and dotted targets the loop assigns (its targets among them)."""
-    out = set(loop.targets)
-    for n in ast.walk(loop.node):
-        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)) and (d := dotted(n)):
-            out.add(".".join(d))
-            if isinstance(n, ast.Name):
-                out.add(n.id)
-    return out
 
 
 def _short(text: str) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 
 from amplint.diagnostics import Fix, InsertStatement, ReplaceStatement
-from amplint.core.typestate import ScalerStates, accumulation_guard, amp_switch, skipped_step
+from amplint.core.typestate import ScalerStates, accumulation_guard, amp_switch, skipped_step, touched_between, guard_if
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, scaler_disabled, scaler_text, stmt_anchor
 
@@ -308,30 +308,14 @@ class Trainer:
                     return True
         return False
 
-    @staticmethod
-    def _guard_if(model, f, s, g):
-        """The ``if`` statement whose body holds the step statement directly, when the guard is
-        exactly that one ``if``."""
-        from amplint.model.queries_extra import parents
-
-        if len(g) != 1 or g[0].arm != 0:
-            return None
-        p = parents(model, f).get(id(s.stmt))
-        if p is None:
-            return None
-        owner, field, _i = p
-        if isinstance(owner, ast.If) and field == "body" and id(owner) == g[0].group:
-            return owner
-        return None
-
     def _cond_text(self, model, f, s, g) -> str | None:
-        node = self._guard_if(model, f, s, g)
+        node = guard_if(f, s, g, model)
         if node is not None:
             return model.text(node.test)
         return None
 
     def _fix(self, model, f, u, s, g, st):
-        guard = self._guard_if(model, f, s, g)
+        guard = guard_if(f, s, g, model)
         if guard is None or not is_simple_call_stmt(u) or not is_simple_call_stmt(s) or s.loops != u.loops:
             return None
         if not (guard.end_lineno < u.stmt.lineno):
@@ -342,25 +326,8 @@ class Trainer:
         # statement-precise shapes only: no one-line suite, no semicolons around the two ends
         if guard.body[0].lineno == guard.lineno or not _alone(model, u.stmt) or not _alone_end(model, last):
             return None
-        # nothing between the step and the update may touch the scaler
-        for e in f.events:
-            if s.seq < e.seq < u.seq and e.scaler == u.scaler:
-                return None
-        for m in f.methods:
-            if s.seq < m.seq < u.seq and m.receiver == u.scaler:
-                return None
-        for c in f.calls:
-            if s.seq < c.seq < u.seq:
-                if any(k == u.scaler for _p, k in c.arg_keys):
-                    return None
-                callee = model.resolve_callee(c)
-                if callee is not None and (not callee.walked or model.may_update(callee, u.scaler)):
-                    return None
-                if callee is None and u.scaler[0] == "A" and model.calls_self_unknown(c):
-                    return None
-        for k, _n, _c, seq in f.bare_uses:
-            if s.seq < seq < u.seq and k == u.scaler:
-                return None
+        if touched_between(model, f, u.scaler, s.seq, u.seq):  # nothing in between may touch the scaler
+            return None
         return Fix(
             "safe",
             "Move `update()` under the step's condition",

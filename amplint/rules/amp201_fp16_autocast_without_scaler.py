@@ -9,7 +9,7 @@ from amplint.model import amp_ish
 from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
-from amplint.rules._autocast import autocast_enabled_off, base_location, described, enabled_flag
+from amplint.core.autocast import autocast_enabled_off, described, enabled_flag, inherited_regions
 from amplint.model.names import SCALER_NAME, canonical, qualify
 from amplint.model.queries_extra import ancestry
 
@@ -404,15 +404,10 @@ def train(model, loader, optimizer):
         """Methods of this file's classes that a project base class in another module calls
         inside a CUDA float16 autocast region (``with torch.cuda.amp.autocast(self.amp):
         self.step(data)`` in ``BaseTrainer.iterate()``): (method, base method, where)."""
-        index = model.index
-        if not hasattr(index, "inherited_autocast_calls"):
-            return []
         out = []
-        for qual, info in model.classes.items():
-            for bpath, bmeth, name, line, kind in index.inherited_autocast_calls(model.path, qual):
-                f = info.methods.get(name)
-                if f is not None and kind == "cuda:float16" and all(f is not g for g, _, _ in out):
-                    out.append((f, bmeth, base_location(index, bpath, line)))
+        for f, bmeth, _name, where, kind in inherited_regions(model):
+            if kind == "cuda:float16" and all(f is not g for g, _, _ in out):
+                out.append((f, bmeth, where))
         return out
 
     @staticmethod

@@ -2,89 +2,10 @@ from __future__ import annotations
 
 import ast
 
+from amplint.core.dtypes import assign_target, casts
 from amplint.model import exclusive
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import scaler_disabled, scaler_text
-
-HALF_DTYPES = {"torch.float16", "torch.half", "torch.HalfTensor", "torch.cuda.HalfTensor"}
-HALF_STRINGS = {"float16", "fp16", "half", "torch.float16"}
-# calls that return the same module (the chain root is the model): model.cuda().half()
-CHAIN = {"cuda", "cpu", "to", "train", "eval", "requires_grad_", "float", "half", "type", "xpu", "mps"}
-
-
-def _is_half_value(model, v) -> bool:
-    if isinstance(v, ast.Constant) and isinstance(v.value, str):
-        return v.value in HALF_STRINGS
-    return model.text(v) in HALF_DTYPES
-
-
-def half_call(model, mc) -> bool:
-    call = mc.node
-    if mc.attr == "half":
-        return not call.args and not call.keywords
-    if mc.attr in ("to", "type"):
-        vals = list(call.args) + [k.value for k in call.keywords if k.arg in ("dtype", "dst_type")]
-        return any(model.text(v) in HALF_DTYPES for v in vals)
-    return False
-
-
-def _chain_root(node):
-    """``model.cuda().to(dev)`` -> ``model``; a class construction or other call -> None."""
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CHAIN:
-        node = node.func.value
-    return node if isinstance(node, (ast.Name, ast.Attribute)) else None
-
-
-def _assign_target(stmt):
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Name, ast.Attribute)):
-        return stmt.targets[0]
-    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, (ast.Name, ast.Attribute)) and stmt.value is not None:
-        return stmt.target
-    return None
-
-
-class Cast:
-    """One place that makes a module's weights fp16: ``r`` is how the module is spelled."""
-
-    def __init__(self, r, node, stmt, func, ctx, seq):
-        self.r, self.node, self.stmt, self.func, self.ctx, self.seq = r, node, stmt, func, ctx, seq
-
-
-def casts(model):
-    for f in model.funcs:
-        for mc in f.methods:
-            if not mc.called or mc.attr not in ("half", "to", "type") or not half_call(model, mc):
-                continue
-            root = _chain_root(mc.receiver_node)
-            if root is not None:
-                # parameters cast one by one: for p in model.parameters(): p.data = p.data.half()
-                base = root.value if isinstance(root, ast.Attribute) and root.attr == "data" else root
-                if isinstance(base, ast.Name):
-                    loop = next((lp for lp in reversed(mc.ctx.loops) if base.id in lp.targets), None)
-                    if loop is not None:
-                        it = getattr(loop.node, "iter", None)
-                        if (
-                            isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
-                            and it.func.attr in ("parameters", "named_parameters", "modules", "children")
-                            and isinstance(mc.stmt, ast.Assign)
-                        ):
-                            yield Cast(model.text(it.func.value), mc.node, mc.stmt, f, mc.ctx, mc.seq)
-                        continue
-                yield Cast(model.text(root), mc.node, mc.stmt, f, mc.ctx, mc.seq)
-                continue
-            # Net().half(), Net(cfg).cuda().half(): the assigned name is the model
-            target = _assign_target(mc.stmt)
-            if target is not None and mc.stmt.value is mc.node:
-                yield Cast(model.text(target), mc.node, mc.stmt, f, mc.ctx, mc.seq)
-        for c in f.calls:
-            if not (isinstance(c.callee, ast.Attribute) and c.callee.attr == "from_pretrained"):
-                continue
-            if not any(kw.arg in ("torch_dtype", "dtype") and _is_half_value(model, kw.value) for kw in c.node.keywords):
-                continue
-            target = _assign_target(c.stmt)
-            if target is not None:
-                yield Cast(model.text(target), c.node, c.stmt, f, c.ctx, c.seq)
-
 
 class HalfModelWithScaler(Rule):
     code = "AMP202"
@@ -321,7 +242,7 @@ def train(model, loader):
         opt_ctors = [
             c for c in model.qual_calls
             if (c.qualname or "").startswith("torch.optim.") and "lr_scheduler" not in (c.qualname or "")
-            and _assign_target(c.stmt) is not None
+            and assign_target(c.stmt) is not None
         ]
         if not opt_ctors:
             return
@@ -334,7 +255,7 @@ def train(model, loader):
                 params = list(oc.node.args[:1]) + [k.value for k in oc.node.keywords if k.arg == "params"]
                 if not any(f"{r}.parameters(" in model.text(a) or f"{r}.named_parameters(" in model.text(a) for a in params):
                     continue
-                opt = model.text(_assign_target(oc.stmt))
+                opt = model.text(assign_target(oc.stmt))
                 s = next((s for s in steps if s.optimizer == opt and self._trains_after(model, cast, s, opt)), None)
                 if s is None:
                     continue
@@ -368,7 +289,7 @@ def train(model, loader):
         if f.name == "__init__" and f.cls is not None and s.func.cls is f.cls:
             return True
         nodes = list(ast.walk(cast.node))
-        target = _assign_target(cast.stmt)
+        target = assign_target(cast.stmt)
         if target is not None:
             nodes.append(target)
         keys = {model.key_of_expr(n, f) for n in nodes if isinstance(n, (ast.Name, ast.Attribute))}

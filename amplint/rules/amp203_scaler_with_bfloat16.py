@@ -4,7 +4,7 @@ import re
 
 from amplint.lazyre import lazy
 from amplint.rules import Invalid, Rule
-from amplint.rules._autocast import described
+from amplint.core.autocast import described
 from amplint.rules._util import scaler_disabled, scaler_text
 
 

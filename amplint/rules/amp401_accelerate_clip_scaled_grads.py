@@ -249,7 +249,7 @@ for x, y in loader:
             backs = []
             for s in F.sites(fn, "backward"):
                 st = F.accelerator_setting(fn, s.receiver)
-                if st is not None and st.fp16 and s.node.args and not _other_engine(st):
+                if st is not None and st.fp16 and s.node.args and not fw.other_engine(st):
                     backs.append((s, st))
             if not backs:
                 continue
@@ -267,7 +267,7 @@ for x, y in loader:
                 if not steps:
                     continue
                 step = steps[0]
-                if self._unscaled_between(F, fn, b, c):
+                if fw.unscaled_between(F, fn, b, c):
                     continue
                 acc = model.text(b.receiver)
                 is_read = not F.is_clip(c.node)
@@ -281,14 +281,6 @@ for x, y in loader:
                     fix,
                     c.stmt,
                 )
-
-    @staticmethod
-    def _unscaled_between(F, fn, b, c) -> bool:
-        for s in fn.sites:
-            if b.seq < s.seq < c.seq and not s.exclusive_with(c):
-                if s.attr in ("unscale_gradients", "unscale_", "clip_grad_norm_", "clip_grad_value_") and not F.is_clip(s.node):
-                    return True
-        return False
 
     @staticmethod
     def _fix(model, F, fn, acc, b, c, step):
@@ -324,9 +316,3 @@ for x, y in loader:
             f"Use `{acc}.{name}`",
             (ReplaceExpression((r, col), (er, ec), f"{acc}.{name}"),),
         )
-
-
-def _other_engine(st) -> bool:
-    """An Accelerator given a DeepSpeed or Megatron plugin scales in that engine instead."""
-    call = st.node
-    return any(k.arg in ("deepspeed_plugin", "deepspeed_plugins", "megatron_lm_plugin") for k in call.keywords)
