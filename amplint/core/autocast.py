@@ -8,7 +8,7 @@ import ast
 import os
 
 from amplint.fspath import absolute
-from amplint.model.names import autocast_device, qualify
+from amplint.model.names import autocast_device, canonical, qualify
 from amplint.model import amp_ish
 from amplint.model.names import autocast_dtype as _dtype
 
@@ -99,3 +99,68 @@ def inherited_regions(model):
             f = info.methods.get(name)
             if f is not None:
                 yield f, bmeth, name, base_location(index, bpath, line), kind
+
+
+def indirect_fp16_regions(model) -> list:
+    """CUDA float16 regions entered through a project wrapper or a variable rather than an
+    autocast call in place: (node, function, ctx, with statement, False) each."""
+    return [*_wrapper_regions(model), *_variable_regions(model)]
+
+
+def _wrapper_regions(model):
+    """``with my_autocast():`` where the project wrapper enters a CUDA float16 autocast."""
+    for a in model.autocast_regions:
+        if a.call is None and a.dtype == "cuda:float16" and a.enabled == "yes":
+            yield a.node, a.func, a.ctx, a.with_node, False
+
+
+def _variable_regions(model):
+    """``with ctx:`` / ``with amp():`` where the variable was assigned a CUDA float16
+    ``torch.autocast(...)`` (``ctx = torch.autocast("cuda") if amp else nullcontext()``)
+    or a ``functools.partial(torch.autocast, "cuda", dtype=torch.float16)``, every
+    assignment of it alike. Accelerate's ``accelerator.autocast`` is not one (it follows
+    the accelerator's own scaler)."""
+    for a in model.autocast_regions:
+        if a.enabled == "no" or a.func is None:
+            continue
+        e = a.node
+        partial = False
+        if a.call is not None:  # amp(): a call of a variable holding a partial of torch.autocast
+            if a.call is not e or not isinstance(e, ast.Call) or not isinstance(e.func, ast.Name) or e.args or e.keywords:
+                continue
+            e, partial = e.func, True
+        elif not isinstance(e, (ast.Name, ast.Attribute)):
+            continue
+        key = model.key_of_expr(e, a.func)
+        assigns = model.assigns.get(key, ()) if key is not None else ()
+        if not assigns or not all(_fp16_cuda_value(model, x.value, x.func, partial) for x in assigns):
+            continue
+        yield a.node, a.func, a.ctx, a.with_node, False
+
+
+def _fp16_cuda_value(model, value, func, partial: bool) -> bool:
+    """Is ``value`` a CUDA float16 ``torch.autocast(...)`` (one arm of ``x if c else
+    nullcontext()`` may be the other context), or with ``partial`` a
+    ``functools.partial(torch.autocast, "cuda", dtype=torch.float16)``, enabled?"""
+    if value is None or func is None:
+        return False
+    if isinstance(value, ast.IfExp) and not partial:
+        arms = [v for v in (value.body, value.orelse) if not _null_context(v, func)]
+        return len(arms) == 1 and _fp16_cuda_value(model, arms[0], func, False)
+    if not isinstance(value, ast.Call):
+        return False
+    call = value
+    if partial:
+        q = qualify(value.func, func.scopes()) or ""
+        if q not in ("functools.partial", "partial") or not value.args or canonical(qualify(value.args[0], func.scopes())) != "autocast":
+            return False
+        call = ast.Call(func=value.args[0], args=value.args[1:], keywords=value.keywords)
+    elif canonical(qualify(call.func, func.scopes())) != "autocast":
+        return False  # accelerate's, or unknown
+    if autocast_enabled_off(call):
+        return False
+    return described(model, call, func) == ("cuda", "float16")
+
+
+def _null_context(v, func) -> bool:
+    return isinstance(v, ast.Call) and (qualify(v.func, func.scopes()) or "").rsplit(".", 1)[-1] in ("nullcontext", "suppress")
