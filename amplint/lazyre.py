@@ -18,6 +18,7 @@ _COPIED = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn",
 class lazy:
     def __init__(self, pattern, flags: int = 0):
         self._args = (pattern, flags)
+        self.pattern = pattern  # read without compiling (amplint.tokens reads literal patterns)
 
     def __getattr__(self, name: str):
         compiled = re.compile(*self._args)
