@@ -18,6 +18,7 @@ _COPIED = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn",
 class lazy:
     def __init__(self, pattern, flags: int = 0):
         self._args = (pattern, flags)
+        self.pattern = pattern  # read without compiling (amplint.tokens reads literal patterns)
 
     def __getattr__(self, name: str):
         compiled = re.compile(*self._args)
@@ -27,3 +28,31 @@ class lazy:
 
     def __repr__(self) -> str:
         return f"lazy({self._args[0]!r})"
+
+
+class ascii_fast:
+    """A case-insensitive pattern whose answer for ASCII text comes from plain string tests
+    (``test(text.lower())``, exact there: ASCII has no case subtleties), so the regex is
+    compiled only for text with other characters (the Unicode case rules of ``re.IGNORECASE``:
+    ``ſ`` matches ``s``, ``K`` (Kelvin) ``k``, ...). ``search`` returns something truthy or None,
+    for tests only (not a match object on the ASCII path); tests/test_lazyre.py compares each
+    with its regex."""
+
+    def __init__(self, pattern: str, test):
+        self.pattern = pattern
+        self._test = test
+        self._rx = lazy(pattern, re.IGNORECASE)
+
+    def search(self, text: str):
+        if text.isascii():
+            return True if self._test(text.lower()) else None
+        return self._rx.search(text)
+
+    def __repr__(self) -> str:
+        return f"ascii_fast({self.pattern!r})"
+
+
+def any_word(pattern: str):
+    """The test of an alternation of plain words (``a|b_c|d``): does one occur?"""
+    words = tuple(pattern.split("|"))
+    return lambda low: any(w in low for w in words)

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-from amplint.lazyre import lazy
+from amplint.lazyre import ascii_fast
 from amplint.fspath import absolute, pinned_cwd
 from amplint.diagnostics import Diagnostic, FileError, FileResult
 from amplint.report import Message, Summary, display_path, echo, emit, formatter
@@ -412,7 +412,24 @@ def _users_of(index, summaries) -> _HelperUsers | None:
     return _HelperUsers(index, names)
 
 
-CALL_WORDS = lazy(r"save|ckpt|checkpoint|(?<!load_)state|scaler|autocast|amp|precision|backward|clip|optimi[sz]er_step|step_optim", re.I)
+_CALL_WORDS = ("save", "ckpt", "checkpoint", "scaler", "autocast", "amp", "precision", "backward", "clip",
+               "optimizer_step", "optimiser_step", "step_optim")
+
+
+def _call_words(low: str) -> bool:
+    """CALL_WORDS on lower-case ASCII: one of the words, or "state" not right after "load_"."""
+    if any(w in low for w in _CALL_WORDS):
+        return True
+    i = low.find("state")
+    while i != -1:
+        if low[max(0, i - 5) : i] != "load_":
+            return True
+        i = low.find("state", i + 1)
+    return False
+
+
+CALL_WORDS = ascii_fast(r"save|ckpt|checkpoint|(?<!load_)state|scaler|autocast|amp|precision|backward|clip|optimi[sz]er_step|step_optim",
+                        _call_words)
 
 
 def _calls_out(index, r: FileResult) -> bool:

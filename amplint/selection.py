@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 from amplint.diagnostics import Diagnostic
@@ -69,6 +68,8 @@ def ignored_for_file(settings: Settings, path: str) -> set[str]:
         rel = os.path.relpath(os.path.abspath(path), settings.root).replace(os.sep, "/")
     except ValueError:
         rel = path
+    import fnmatch  # only with per-file-ignores (start-up)
+
     name = os.path.basename(path)
     out: set[str] = set()
     for pattern, sel in settings.per_file_ignores:

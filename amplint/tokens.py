@@ -55,8 +55,51 @@ def _match_rows(source: str, pattern: re.Pattern) -> list[int]:
 # str.find runs at memory speed. A pattern that is only an alternation of literal words
 # (each optionally between \b, with [xX] classes) is therefore searched word by word; the
 # rows are the same, since no match spans a line. Any other pattern uses the regex.
-_ALT_PART = lazy(r"(\\b)?((?:\\[^A-Za-z0-9]|\[[A-Za-z0-9_]+\]|[^\\\[\]().*+?{}|^$])+)(\\b)?")
+# The pattern is read by hand, not by regexes (compiling those cost start-up); the forms it
+# accepts are those of the former regexes (tests/test_speed_infra.py compares):
+#   whole pattern  \b(?:ALT|ALT...)\b with no parentheses inside, or ALT|ALT...
+#   ALT            (\b)?((?:\\[^A-Za-z0-9]|\[[A-Za-z0-9_]+\]|[^\\\[\]().*+?{}|^$])+)(\b)?
 _literal_cache: dict[str, list[tuple[str, bool, bool]] | None] = {}
+_SPECIAL = frozenset("\\[]().*+?{}|^$")
+_CLASS_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _alternative(alt: str) -> tuple[list[str], bool, bool] | None:
+    """One alternative as (its words, \\b before, \\b after), or None if it is not that simple."""
+    before = alt.startswith("\\b")
+    i, n = (2 if before else 0), len(alt)
+    after = False
+    words = [""]
+    pieces = 0
+    while i < n:
+        c = alt[i]
+        if c == "\\":
+            if i + 1 >= n:
+                return None
+            d = alt[i + 1]
+            if d == "b" and i + 2 == n and pieces:
+                after = True
+                break
+            if d.isascii() and d.isalnum():
+                return None
+            words = [w + (d if d != "\n" else "\\") for w in words]  # as re.findall's pieces did
+            i += 2
+        elif c == "[":
+            j = alt.find("]", i + 1)
+            if j == -1 or j == i + 1 or not _CLASS_CHARS.issuperset(alt[i + 1 : j]):
+                return None
+            words = [w + ch for w in words for ch in dict.fromkeys(alt[i + 1 : j])]
+            i = j + 1
+        elif c in _SPECIAL:
+            return None
+        else:
+            if c != "\n":  # re.findall's "." took every piece but a newline
+                words = [w + c for w in words]
+            i += 1
+        pieces += 1
+    if not pieces:
+        return None
+    return words, before, after
 
 
 def _literals(pat: str) -> list[tuple[str, bool, bool]] | None:
@@ -64,22 +107,18 @@ def _literals(pat: str) -> list[tuple[str, bool, bool]] | None:
     if pat in _literal_cache:
         return _literal_cache[pat]
     out: list[tuple[str, bool, bool]] | None = []
-    body, outer = pat, (False, False)
-    grouped = re.fullmatch(r"\\b\(\?:(.*)\)\\b", pat)
-    if grouped and "(" not in grouped.group(1) and ")" not in grouped.group(1):
-        body, outer = grouped.group(1), (True, True)
+    body, outer = pat, False
+    if pat.startswith("\\b(?:") and pat.endswith(")\\b") and len(pat) >= 8 and "\n" not in pat[5:-3]:
+        inner = pat[5:-3]
+        if "(" not in inner and ")" not in inner:
+            body, outer = inner, True
     for alt in body.split("|"):
-        mt = _ALT_PART.fullmatch(alt)
-        if mt is None or not alt:
+        got = _alternative(alt)
+        if got is None:
             out = None
             break
-        words = [""]
-        for piece in re.findall(r"\\.|\[[A-Za-z0-9_]+\]|.", mt.group(2)):
-            if piece.startswith("["):
-                words = [w + c for w in words for c in dict.fromkeys(piece[1:-1])]
-            else:
-                words = [w + piece[-1] for w in words]
-        out.extend((w, bool(mt.group(1)) or outer[0], bool(mt.group(3)) or outer[1]) for w in words)
+        words, before, after = got
+        out.extend((w, before or outer, after or outer) for w in words)
     if len(_literal_cache) < 256:
         _literal_cache[pat] = out
     return out

@@ -186,6 +186,22 @@ def test_warm_cache_run_does_not_load_the_analysis(tmp_path):
     assert "hashlib" not in warm and "tempfile" not in warm
 
 
+def test_one_file_analysis_imports_neither_signal_nor_fnmatch(tmp_path):
+    """The file is analysed under its time budget (the alarm handler is set through the C
+    module _signal) and selected without per-file-ignores: signal.py (its enums) and fnmatch
+    are not imported; with per-file-ignores fnmatch is, and the pattern applies."""
+    (tmp_path / "one.py").write_text(BAD)
+    bare = subprocess.run([sys.executable, "-c", "import sys; print(','.join(sys.modules))"], capture_output=True,
+                          text=True, timeout=120).stdout.strip().split(",")  # an editable install's finder: fnmatch
+    mods = _modules_after(["check", "--no-cache", "one.py"], tmp_path) - set(bare)
+    assert "amplint.analyze" in mods and "amplint.rules.amp004_optimizer_step_bypasses_scaler" in mods
+    assert "signal" not in mods and "fnmatch" not in mods
+    (tmp_path / "pyproject.toml").write_text('[tool.amplint.per-file-ignores]\n"one.py" = ["AMP004"]\n')
+    assert "fnmatch" in _modules_after(["check", "--no-cache", "one.py"], tmp_path)
+    r = run_amplint("check", "--no-cache", "one.py", cwd=tmp_path)
+    assert r.returncode == 0 and "AMP004" not in r.stdout
+
+
 def test_fast_and_click_paths_print_the_same(tmp_path):
     """The same command line through the fast path and through click prints the same."""
     (tmp_path / "one.py").write_text(BAD)

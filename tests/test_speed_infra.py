@@ -599,3 +599,92 @@ def _counting(fn, calls):
         calls.append(1)
         return fn()
     return wrapped
+
+
+# ------------------------------------------- hand-read patterns equal the regexes they replace
+# (start-up: compiling these regexes cost more than reading the few strings they were used on)
+
+_FORMER_INNER = r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/]|\[\^/\]\*?|\[(?!\^)[^\]/\\]*\])+"
+_FORMER_LITERAL = r"(?:\\[^A-Za-z0-9]|[^\\\[\]().*+?{}|^$/])+"
+_FORMER_SIMPLE = r"(?!\.\.?/?$)[A-Za-z0-9_.][A-Za-z0-9_.\-]*/?"
+INNER_PIECES = ["a", "Z", "0", "_", ".", "-", "/", "\\", "\\.", "\\-", "\\a", "\\\n", "\n", "[", "]", "^", "*", "?",
+                "[^/]", "[^/]*", "[a-c]", "[^x]", "[x/]", "(", "$", "é", "\\é", "b"]
+
+
+def _former_inner(inner):
+    import re
+
+    if not (inner and re.fullmatch(_FORMER_INNER, inner)):
+        return None
+    return re.sub(r"\\(.)", r"\1", inner) if re.fullmatch(_FORMER_LITERAL, inner) else True
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(INNER_PIECES), min_size=0, max_size=6).map("".join))
+def test_discovery_reads_a_pattern_as_its_former_regexes_did(text):
+    import re
+
+    from amplint.discover import _inner, _simple
+
+    assert _inner(text) == _former_inner(text), text
+    assert _simple(text) == bool(re.fullmatch(_FORMER_SIMPLE, text)), text
+    assert _simple(text + "/") == bool(re.fullmatch(_FORMER_SIMPLE, text + "/")), text
+
+
+def _former_literals(pat):
+    import re
+
+    alt_part = r"(\\b)?((?:\\[^A-Za-z0-9]|\[[A-Za-z0-9_]+\]|[^\\\[\]().*+?{}|^$])+)(\\b)?"
+    out = []
+    body, outer = pat, (False, False)
+    grouped = re.fullmatch(r"\\b\(\?:(.*)\)\\b", pat)
+    if grouped and "(" not in grouped.group(1) and ")" not in grouped.group(1):
+        body, outer = grouped.group(1), (True, True)
+    for alt in body.split("|"):
+        mt = re.fullmatch(alt_part, alt)
+        if mt is None or not alt:
+            return None
+        words = [""]
+        for piece in re.findall(r"\\.|\[[A-Za-z0-9_]+\]|.", mt.group(2)):
+            if piece.startswith("["):
+                words = [w + c for w in words for c in dict.fromkeys(piece[1:-1])]
+            else:
+                words = [w + piece[-1] for w in words]
+        out.extend((w, bool(mt.group(1)) or outer[0], bool(mt.group(3)) or outer[1]) for w in words)
+    return out
+
+
+TOKEN_PIECES = ["a", "x", "_", "0", "\\b", "\\.", "\\(", "\\\\", "\\d", "\\\n", "\n", "[sS]", "[ab_]", "[a-b]", "[]",
+                "[", "]", "|", "(", ")", "(?:", "\\b(?:", ")\\b", ".", "*", "é", "b"]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(TOKEN_PIECES), min_size=0, max_size=7).map("".join))
+def test_token_patterns_are_read_as_their_former_regexes_did(pat):
+    from amplint import tokens
+
+    tokens._literal_cache.clear()
+    assert tokens._literals(pat) == _former_literals(pat), pat
+
+
+def test_the_check_paths_token_patterns_are_read_as_before():
+    from amplint import tokens
+    from amplint.tokens import RELEVANT, RELEVANT_WITH_SCALER, SUMMARY_TOKENS
+
+    for pat in (RELEVANT, RELEVANT_WITH_SCALER, SUMMARY_TOKENS):
+        tokens._literal_cache.clear()
+        assert tokens._literals(pat.pattern) == _former_literals(pat.pattern) is not None
+    for pat in (r"\b(?:scaler|grad_scaler)\b", r"\b(?:a\.b|x)\b", r"foo(bar)"):
+        assert tokens._literals(pat) == _former_literals(pat)
+
+
+@pytest.mark.parametrize("data", [b"", b"scaler", b"SCALER", b"sCaLeR_x", b"scale r", b"\xc5\xbfcaler", b"GradScaler"])
+def test_the_screens_any_case_scaler_test_is_the_former_regex(data):
+    import re
+
+    from amplint.screen import may_contain_amp
+
+    for text in (data, b"x = autocast\n" + data, b"torch.amp " + data):
+        assert (b"scaler" in text.lower()) == (re.search(rb"(?i)scaler", text) is not None)
+        if text != data:  # with a torch AMP mention, a scaler name in any case lets the file through
+            assert may_contain_amp(text) == (re.search(rb"(?i)scaler", text) is not None), text

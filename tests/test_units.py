@@ -623,3 +623,57 @@ def test_findings_snapshot():
     for name in want:
         assert got[name] == want[name], name
     assert sum(len(v) for v in want.values()) >= 75
+
+
+# ---------------------------------------------------------------- Record equals namedtuple
+
+
+def test_a_record_behaves_as_the_namedtuple_it_replaces():
+    import pickle
+    from collections import namedtuple
+
+    from amplint.diagnostics import InsertStatement
+    from amplint.record import Record
+
+    ref = namedtuple("InsertStatement", ["anchor", "code", "where"], defaults=["after"], module="amplint.diagnostics")
+    got = InsertStatement((1, 2), "x = 1")
+    want = ref((1, 2), "x = 1")
+    assert got == want and tuple(got) == tuple(want) and hash(got) == hash(want)
+    assert repr(got) == repr(want) == "InsertStatement(anchor=(1, 2), code='x = 1', where='after')"
+    assert got._fields == want._fields and got._field_defaults == want._field_defaults == {"where": "after"}
+    assert got.__match_args__ == want.__match_args__
+    assert got._asdict() == want._asdict()
+    assert got._replace(where="before") == want._replace(where="before")
+    assert InsertStatement(code="c", anchor=(3, 4), where="before") == ref(code="c", anchor=(3, 4), where="before")
+    assert InsertStatement._make([(1, 1), "a", "b"]) == ref._make([(1, 1), "a", "b"])
+    assert (got.anchor, got.code, got.where) == (want.anchor, want.code, want.where)
+    assert pickle.loads(pickle.dumps(got)) == got and type(pickle.loads(pickle.dumps(got))) is InsertStatement
+    for call in (lambda c: c(), lambda c: c(1, 2, 3, 4), lambda c: c(1, code=2, anchor=3), lambda c: c(1, 2, nope=3),
+                 lambda c: c._make([1]), lambda c: c(1, 2)._replace(nope=1)):
+        with pytest.raises(Exception) as a:
+            call(InsertStatement)
+        with pytest.raises(Exception) as b:
+            call(ref)
+        assert type(a.value) is type(b.value)
+    with pytest.raises(AttributeError):
+        got.code = "y"
+    with pytest.raises(AttributeError):
+        got.other = 1  # __slots__: no instance dict
+
+    class Many(Record):
+        a: int
+        b: int
+        c: int
+        d: int
+        e: int
+        f: int
+        g: int
+        h: int
+        i: int
+        j: int
+        k: int = 10
+        m: int = 11
+
+    many = Many(*range(10))
+    assert list(many) == [*range(10), 10, 11] and many.m == 11 and Many(*range(12)).k == 10
+    assert Many.__new__.__defaults__ == (10, 11) and Many.__doc__ is None

@@ -30,10 +30,11 @@ from __future__ import annotations
 import ast
 import re
 
+from amplint.lazyre import lazy
 from amplint.core.containers import Contents, DictFlow
 from amplint.model.names import literal_dict, qualify, state_owner
 
-_NAMES_SCALER = re.compile(r"scale", re.IGNORECASE)
+_NAMES_SCALER = lazy(r"scale", re.IGNORECASE)
 _DEPTH = 4  # nested containers followed
 
 

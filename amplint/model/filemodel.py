@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs ~3 ms of start-up
     from typing import Iterator
 
-from amplint.lazyre import lazy
+from amplint.lazyre import any_word, ascii_fast, lazy
 from amplint.model.facts import (
     CERTAIN, LIKELY, NOT, Assign, CallSite, ClassInfo, Ctx, Event, Func, ImportInfo, Key, Loop, Ref,
     MethodCall,
@@ -18,8 +18,32 @@ from amplint.model.facts import (
 from amplint.model.names import GRAD_SCALER_API, SCALER_NAME, attr_classes, declared_attr_classes, declared_class, dotted, qualify
 from amplint.source import split_lines
 
-OPTIMIZER_NAME = lazy(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", re.IGNORECASE)
-NOT_OPTIMIZER = lazy(r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator", re.IGNORECASE)
+def _optimizer_name(low: str) -> bool:
+    """OPTIMIZER_NAME's regex on lower-case ASCII: "optimizer"/"optimiser" anywhere, or, at the
+    start or after "_", opt/optim/optimizer/optimiser, an optional "s", then an optional "_"
+    and at most 12 word characters up to the end (or a final newline)."""
+    if "optimizer" in low or "optimiser" in low:
+        return True
+    i = low.find("opt")
+    while i != -1:
+        if i == 0 or low[i - 1] == "_":
+            rest = low[i + 3 :]
+            if rest.endswith("\n"):
+                rest = rest[:-1]
+            if not rest or rest.replace("_", "a").isalnum():  # every character a word character
+                for head in ("", "im", "imizer", "imiser"):
+                    if rest.startswith(head):
+                        tail = rest[len(head) :]
+                        for t in ((tail, tail[1:]) if tail.startswith("s") else (tail,)):
+                            if len(t) <= 12 or (len(t) == 13 and t[0] == "_"):
+                                return True
+        i = low.find("opt", i + 1)
+    return False
+
+
+OPTIMIZER_NAME = ascii_fast(r"(?:^|_)(?:opt|optim|optimizer|optimiser)s?(?:_?\w{0,12})?$|optimizer|optimiser", _optimizer_name)
+_NOT_OPT = r"sched|lr_|warmup|ema|swa|scaler|engine|model|trainer|accelerator"
+NOT_OPTIMIZER = ascii_fast(_NOT_OPT, any_word(_NOT_OPT))
 AMP_TOKENS = frozenset(
     {
         "amp", "scaler", "fp16", "half", "mixed", "precision", "autocast", "bf16", "bfloat16",
@@ -27,7 +51,8 @@ AMP_TOKENS = frozenset(
         "float", "dtype", "fp8", "grad_scaler", "gradscaler", "use_amp", "enable_amp",
     }
 )
-WRAPPER_NAME = lazy(r"scaler|autocast|amp|precision|mixed", re.IGNORECASE)
+_WRAPPER = r"scaler|autocast|amp|precision|mixed"
+WRAPPER_NAME = ascii_fast(_WRAPPER, any_word(_WRAPPER))
 GUARD_TEXT = lazy(r"hasattr|version|TORCH_|is_torch|_torch_|getattr")
 
 
