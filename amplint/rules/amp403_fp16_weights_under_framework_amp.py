@@ -247,15 +247,15 @@ def main(args):
         if F is None or any(t in model.source for t in _PEFT) or _FP32_RECAST.search(model.source):
             return
         for fn in F.fns:
-            casts = list(self._half_casts(F, fn))
+            casts = list(fw.half_casts(F, fn))
             if not casts:
                 continue
-            span = _training_span(fn)
+            span = fw.training_span(fn)
             ifs = [n for n in ast.walk(fn.node) if isinstance(n, ast.If)] if isinstance(fn.node, ast.AST) else []
             for name, node, stmt, seq in casts:
                 if span is not None and stmt.lineno > span[1]:
                     continue  # after the training loop: a cast for saving or inference
-                if _under_frozen_branch(ifs, stmt):
+                if fw.under_frozen_branch(ifs, stmt):
                     continue
                 if self._recast_or_frozen(F, fn, name, seq, node, span):
                     continue
@@ -274,46 +274,6 @@ def main(args):
                 )
 
     # ------------------------------------------------------------------ half casts
-    def _half_casts(self, F, fn):
-        for stmt, value, seq in fn.assigns:
-            if isinstance(value, ast.Call) and self._is_half_cast(F, fn, value):
-                for t in fw._targets(stmt):
-                    if isinstance(t, (ast.Name, ast.Attribute)):
-                        yield F.text(t), value, stmt, seq
-        for s in fn.sites:
-            if isinstance(s.stmt, ast.Expr) and s.stmt.value is s.node and s.attr in ("half", "to") and self._is_half_cast(F, fn, s.node):
-                yield F.text(s.receiver), s.node, s.stmt, s.seq
-
-    def _is_half_cast(self, F, fn, call: ast.Call) -> bool:
-        f = call.func
-        attr = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
-        if attr == "from_pretrained":
-            return any(k.arg in ("torch_dtype", "dtype") and self._half_dtype(F, fn, k.value) for k in call.keywords)
-        if attr == "half" and not call.args:
-            return True
-        if attr == "to":
-            vals = list(call.args) + [k.value for k in call.keywords if k.arg == "dtype"]
-            return any(self._half_dtype(F, fn, v) for v in vals)
-        return False
-
-    def _half_dtype(self, F, fn, e: ast.expr, depth: int = 0) -> bool:
-        if depth > 3:
-            return False
-        if isinstance(e, ast.Constant) and e.value in ("float16", "fp16", "half"):
-            return True
-        if isinstance(e, ast.IfExp):
-            return self._half_dtype(F, fn, e.body, depth + 1) or self._half_dtype(F, fn, e.orelse, depth + 1)
-        q = F.qual(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-        if q in fw.HALF_DTYPES:
-            return True
-        if isinstance(e, ast.Name):
-            pool = fn.assigns + (F.fns[0].assigns if fn is not F.fns[0] else [])
-            for stmt, v, _seq in pool:
-                if any(isinstance(t, ast.Name) and t.id == e.id for t in fw._targets(stmt)):
-                    if self._half_dtype(F, fn, v, depth + 1):
-                        return True
-        return False
-
     def _recast_or_frozen(self, F, fn, name, seq, node, span=None) -> bool:
         for s in fn.sites:
             r = s.receiver
@@ -402,50 +362,3 @@ def main(args):
                 if prior and self._mentions_params(F, fn, prior[-1], name, before, depth + 1):
                     return True
         return False
-
-
-_TRAIN_CALL = ("backward", "step")
-
-
-def _training_span(fn) -> tuple[int, int] | None:
-    """First and last line of the loops in ``fn`` that run a backward pass (the training
-    loop), or None when ``fn`` has none (training happens elsewhere: a Trainer, fit)."""
-    spans = []
-    for n in ast.walk(fn.node) if isinstance(fn.node, ast.AST) else ():
-        if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
-            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "backward" for c in ast.walk(n)):
-                spans.append((n.lineno, n.end_lineno or n.lineno))
-    if not spans:
-        return None
-    return min(a for a, _ in spans), max(b for _, b in spans)
-
-
-def _under_frozen_branch(ifs, stmt) -> bool:
-    """``stmt`` runs only in a branch whose test names training (``if not
-    args.train_text_encoder:``): the cast module is frozen there, or trained only in the other
-    branch."""
-    for n in ifs:
-        inside = [b and b[0].lineno <= stmt.lineno <= (b[-1].end_lineno or b[-1].lineno) for b in (n.body, n.orelse)]
-        if "train" in ast.unparse(n.test).lower() and any(inside):
-            return True
-        no_fp16 = _not_fp16_arm(n.test)  # `if mixed_precision != "fp16":` casts only without fp16
-        if no_fp16 is not None and inside[no_fp16]:
-            return True
-    return False
-
-
-def _not_fp16_arm(test: ast.expr) -> int | None:
-    """For ``x.mixed_precision != "fp16"`` the body (0), for ``== "fp16"`` the else branch
-    (1): the arm that never runs under fp16. None for any other test."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return None
-    sides = [test.left, test.comparators[0]]
-    if not any(isinstance(x, ast.Constant) and x.value == "fp16" for x in sides):
-        return None
-    if not any((dotted(x) or [""])[-1] == "mixed_precision" for x in sides if isinstance(x, (ast.Name, ast.Attribute))):
-        return None
-    if isinstance(test.ops[0], ast.NotEq):
-        return 0
-    if isinstance(test.ops[0], ast.Eq):
-        return 1
-    return None
