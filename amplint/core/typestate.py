@@ -268,7 +268,7 @@ def guard_lits(s, u) -> list:
 
 
 
-def guard_if(f, e, lits, model):
+def guard_if(model, f, e, lits):
     """The ``if`` statement whose body holds the event ``e``'s statement directly, when the
     guard ``lits`` (``guard_lits``) is exactly that one ``if``'s true arm; else None."""
     from amplint.model.queries_extra import parents

@@ -309,13 +309,13 @@ class Trainer:
         return False
 
     def _cond_text(self, model, f, s, g) -> str | None:
-        node = guard_if(f, s, g, model)
+        node = guard_if(model, f, s, g)
         if node is not None:
             return model.text(node.test)
         return None
 
     def _fix(self, model, f, u, s, g, st):
-        guard = guard_if(f, s, g, model)
+        guard = guard_if(model, f, s, g)
         if guard is None or not is_simple_call_stmt(u) or not is_simple_call_stmt(s) or s.loops != u.loops:
             return None
         if not (guard.end_lineno < u.stmt.lineno):
