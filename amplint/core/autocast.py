@@ -164,3 +164,23 @@ def _fp16_cuda_value(model, value, func, partial: bool) -> bool:
 
 def _null_context(v, func) -> bool:
     return isinstance(v, ast.Call) and (qualify(v.func, func.scopes()) or "").rsplit(".", 1)[-1] in ("nullcontext", "suppress")
+
+
+def inherited_fp16_training(model) -> list:
+    """Training steps run inside a CUDA float16 region that a project base class enters
+    (``inherited_regions`` of kind ``cuda:float16``): (method, base method, the base's
+    ``path:line``, the method's first backward event), for each method that enters no region of
+    its own, runs ``backward()`` outside any autocast of its own and not only under an AMP-off
+    test, and steps an optimizer after it."""
+    seen, out = [], []
+    for f, bmeth, _name, where, kind in inherited_regions(model):
+        if kind != "cuda:float16" or any(f is g for g in seen):
+            continue
+        seen.append(f)
+        if any(a.func is f for a in model.autocast_regions):
+            continue  # the method enters a region of its own: that region's dtype decides
+        backs = [e for e in f.events if e.kind == "backward" and not e.ctx.autocasts
+                 and not any(lit.key and not lit.pol and amp_ish(lit.key) for lit in e.ctx.lits)]
+        if backs and any(e.kind == "opt_step" and e.seq > b.seq for e in f.events for b in backs):
+            out.append((f, bmeth, where, backs[0]))
+    return out

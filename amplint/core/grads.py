@@ -42,6 +42,8 @@ from amplint.core.cfg import CFG, of, varies
 from amplint.model.facts import CERTAIN, Event
 from amplint.model.filemodel import NOT_OPTIMIZER, OPTIMIZER_NAME
 from amplint.model.walker import _norm_test
+from amplint.model.names import qualify
+from amplint.model.queries_extra import ancestry
 
 MAX_ASSUMPTIONS = 64
 GRAD_READ = {"norm", "abs", "max"}
@@ -451,3 +453,24 @@ def lambda_steps(model):
                           extra={"nofix": True, "report": body, "report_stmt": a.stmt})
                 )
     return out
+
+
+# Forwards that nothing differentiates (AMP201 asks whether an fp16 region trains).
+
+_NO_GRAD = ("torch.no_grad", "torch.inference_mode")
+
+
+def _no_grad_with(f, node) -> bool:
+    return isinstance(node, (ast.With, ast.AsyncWith)) and any(
+        isinstance(i.context_expr, ast.Call) and (qualify(i.context_expr.func, f.scopes()) or "") in _NO_GRAD
+        for i in node.items
+    )
+
+
+def without_grad(model, f, stmt) -> bool:
+    """Is the ``with`` statement ``stmt`` inside ``torch.no_grad()``/``inference_mode()``, or is
+    its whole body one such block?"""
+    if any(_no_grad_with(f, owner) for owner, _field, _i in ancestry(model, f, stmt)):
+        return True
+    body = getattr(stmt, "body", None)
+    return bool(body) and all(_no_grad_with(f, s) for s in body)

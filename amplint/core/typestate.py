@@ -24,6 +24,7 @@ import ast
 from amplint.core.cfg import CFG, of
 from amplint.model import Event, amp_ish
 from amplint.model.walker import _norm_test
+from amplint.model.names import SCALER_NAME
 
 CLEAR = frozenset()
 MORE = "more"  # other events may have run (never an Event)
@@ -694,3 +695,18 @@ class UpdateReach:
                 if prev is None or (bool(prev[2]), prev[1].seq) > (bool(loops), e.seq):
                     out[id(u)] = (u, e, loops)
         return sorted(out.values(), key=lambda t: t[0].seq)
+
+
+def scaler_in_use(model) -> bool:
+    """Is a GradScaler in use anywhere in this file, under any name: a scaler the model keys, a
+    scale/step event, or a GradScaler method called on an attribute named like a scaler that the
+    model keys no scaler (``context.grad_scaler.scale(loss)``: the object holding it comes from
+    elsewhere)?"""
+    if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
+        return True
+    for f in model.funcs:
+        for mc in f.methods:
+            r = mc.receiver_node
+            if mc.called and mc.attr in ("scale", "step", "update", "unscale_") and isinstance(r, ast.Attribute) and SCALER_NAME.match(r.attr):
+                return True
+    return False

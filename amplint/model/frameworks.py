@@ -957,3 +957,98 @@ def _offers_fp16(n: ast.Call) -> bool:
     choices = next((k.value for k in n.keywords if k.arg == "choices"), None)
     return isinstance(choices, (ast.List, ast.Tuple, ast.Set)) and any(
         isinstance(c, ast.Constant) and c.value == "fp16" for c in choices.elts)
+
+
+# Whether fp16 weights are trained under a framework's mixed precision (AMP403).
+
+def recast_or_frozen(F, fn, name, seq, node, span=None) -> bool:
+    """Is ``name``, cast to half at ``node`` (sequence ``seq``), cast back to float32 before
+    training starts (``span``), or frozen (``requires_grad_(False)``, no adapter added later)?"""
+    for s in fn.sites:
+        r = s.receiver
+        if r is None or F.text(r) != name or s.node is node:
+            continue
+        if span is not None and s.node.lineno > span[0]:
+            continue  # once training has started, a cast back comes too late
+        if s.attr == "requires_grad_" and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False and s.seq > seq:
+            # frozen after the cast; an adapter added later is trainable again (LoRA)
+            if not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name and x.seq > s.seq for x in fn.sites):
+                return True
+        if s.seq > seq and (s.attr == "float" or (s.attr == "to" and any(
+            (F.qual(v) if isinstance(v, (ast.Name, ast.Attribute)) else None) in FP32_DTYPES
+            for v in list(s.node.args) + [k.value for k in s.node.keywords if k.arg == "dtype"]
+        ))):
+            return True
+    if any(
+        s.attr == "requires_grad_" and s.receiver is not None and F.text(s.receiver) == name
+        and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False
+        for s in fn.sites
+    ) and not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name for x in fn.sites):
+        return True
+    return False
+
+def trained_under(F, fn, name) -> str | None:
+    """Under which framework's fp16 mixed precision are the parameters of ``name`` trained in
+    ``fn``: an optimizer over them prepared by an fp16 Accelerator, an HF Trainer given the model
+    with fp16 arguments, or a Lightning 16-mixed trainer fitting it; a description, or None."""
+    # accelerate: an optimizer over name.parameters(), prepared by an fp16 Accelerator
+    opts = []
+    for s in fn.sites:
+        if _is_optimizer_ctor(F, s.node):
+            arg = s.node.args[0] if s.node.args else next((k.value for k in s.node.keywords if k.arg in ("params", "model_params")), None)
+            if arg is not None and _mentions_params(F, fn, arg, name, s.seq):
+                tgt = _assigned_to(s.stmt, s.node)
+                opts.append(F.text(tgt) if tgt is not None else None)
+    for s in F.sites(fn, "prepare"):
+        st = F.accelerator_setting(fn, s.receiver)
+        if st is None or not st.fp16:
+            continue
+        texts = {F.text(a) for a in s.node.args}
+        if opts and (name in texts or any(o in texts for o in opts if o)):
+            return f"accelerate fp16 ({st.describe()})"
+    # HF Trainer(model=name, args=...)
+    for s in fn.sites:
+        q = F.callee(s.node) or ""
+        if q in HF_TRAINERS and not any(k.arg == "peft_config" for k in s.node.keywords):
+            kw = {k.arg: k.value for k in s.node.keywords}
+            m = kw.get("model", s.node.args[0] if s.node.args else None)
+            a = kw.get("args", s.node.args[1] if len(s.node.args) > 1 else None)
+            if m is not None and F.text(m) == name:
+                st = F.hf_setting(a)
+                if st is not None and st.fp16:
+                    return f"the HF Trainer's fp16 ({st.describe()})"
+    # Lightning trainer.fit(name)
+    for s in F.sites(fn, "fit"):
+        if not s.node.args or F.text(s.node.args[0]) != name:
+            continue
+        tr = F.text(s.receiver)
+        pl = [x for x in F.settings if x.framework == "lightning" and x.target == tr]
+        if not pl and isinstance(s.receiver, ast.Call) and (F.callee(s.receiver) or "") in LIGHTNING_TRAINERS:
+            pl = [x for x in F.settings if x.node is s.receiver]
+        st = _merge(pl) if pl else None
+        if st is not None and st.fp16:
+            return f"Lightning's 16-mixed precision ({st.describe()})"
+    return None
+
+def _is_optimizer_ctor(F, call: ast.Call) -> bool:
+    q = F.callee(call) or ""
+    if q.startswith("torch.optim.") and q.count(".") == 2:
+        return True
+    parts = dotted(call.func)
+    return bool(parts) and bool(OPTIMIZER_CTOR.search(parts[-1]))
+
+def _mentions_params(F, fn, expr, name, before, depth=0) -> bool:
+    text = F.text(expr)
+    if re.search(rf"(?<![\w.]){re.escape(name)}(?:\.\w+)*\.(?:named_)?parameters\(", text):
+        return True  # the model's parameters or a submodule's (`net.unet.conv_in.parameters()`)
+    if depth > 3:
+        return False
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name):
+            prior = [
+                v for stmt, v, seq in fn.assigns
+                if seq < before and any(isinstance(t, ast.Name) and t.id == n.id for t in _targets(stmt))
+            ]
+            if prior and _mentions_params(F, fn, prior[-1], name, before, depth + 1):
+                return True
+    return False

@@ -5,13 +5,12 @@ import re
 
 from amplint.lazyre import lazy
 from amplint.diagnostics import Fix, InsertStatement, ReplaceExpression
-from amplint.model import amp_ish
 from amplint.rules._versions import cuda_scaler_ctor
 from amplint.rules import Invalid, Rule
 from amplint.rules._util import is_simple_call_stmt, stmt_anchor
-from amplint.core.autocast import autocast_enabled_off, described, enabled_flag, indirect_fp16_regions, inherited_regions
-from amplint.model.names import SCALER_NAME, qualify
-from amplint.model.queries_extra import ancestry
+from amplint.core.autocast import autocast_enabled_off, described, enabled_flag, indirect_fp16_regions, inherited_fp16_training
+from amplint.core.grads import without_grad
+from amplint.core.typestate import scaler_in_use
 
 FRAMEWORK = lazy(r"accelerator|deepspeed|lightning|fabric|apex|loss_scale|LossScale|mmengine|OptimWrapper")
 
@@ -343,34 +342,24 @@ def train(model, loader, optimizer):
     def check(self, model):
         regions = [(call, f, ctx, stmt, True) for call, f, ctx, stmt in model.autocast_calls]
         regions += indirect_fp16_regions(model)
-        inherited = self._inherited_regions(model)
+        inherited = inherited_fp16_training(model)
         if not regions and not inherited:
             return
-        if model.scaler_keys() or any(True for _ in model.events("scale")) or any(True for _ in model.events("step")):
-            return  # a scaler is in use (under any name)
-        if _scaler_named_calls(model):
-            return  # context.grad_scaler.scale(loss): a scaler reached through another object
-        if FRAMEWORK.search(model.source):
-            return
-        for f, base, where in inherited:
-            if any(a.func is f for a in model.autocast_regions):
-                continue  # the method enters a region of its own: that region's dtype decides (above)
-            backs = [e for e in f.events if e.kind == "backward" and not e.ctx.autocasts
-                     and not any(lit.key and not lit.pol and amp_ish(lit.key) for lit in e.ctx.lits)]
-            steps = [e for e in f.events if e.kind == "opt_step" and any(e.seq > b.seq for b in backs)]
-            if backs and steps:
-                yield self.diagnostic(
-                    model, backs[0].node,
-                    f"float16 autocast with no GradScaler: `{base}()` ({where}) calls `self.{f.name}()` inside a CUDA "
-                    "float16 autocast region, and this training step runs `backward()` and steps the optimizer without "
-                    f"a GradScaler: small gradients underflow to zero and inf/NaN steps are applied; add "
-                    f"`{cuda_scaler_ctor(model)}` (scale/step/update) or use `dtype=torch.bfloat16`",
-                    None, backs[0].stmt,
-                )
+        if scaler_in_use(model) or FRAMEWORK.search(model.source):
+            return  # a scaler (under any name, or through another object) or a framework's own
+        for f, base, where, back in inherited:
+            yield self.diagnostic(
+                model, back.node,
+                f"float16 autocast with no GradScaler: `{base}()` ({where}) calls `self.{f.name}()` inside a CUDA "
+                "float16 autocast region, and this training step runs `backward()` and steps the optimizer without "
+                f"a GradScaler: small gradients underflow to zero and inf/NaN steps are applied; add "
+                f"`{cuda_scaler_ctor(model)}` (scale/step/update) or use `dtype=torch.bfloat16`",
+                None, back.stmt,
+            )
         for call, f, ctx, stmt, direct in regions:
             if not ctx.loops or (direct and autocast_enabled_off(call)):
                 continue
-            if _without_grad(model, f, stmt):
+            if without_grad(model, f, stmt):
                 continue  # a frozen forward: nothing under this autocast is differentiated
             if direct:
                 dev, dtype = described(model, call, f)
@@ -397,17 +386,6 @@ def train(model, loader, optimizer):
                 fix,
                 stmt,
             )
-
-    @staticmethod
-    def _inherited_regions(model):
-        """Methods of this file's classes that a project base class in another module calls
-        inside a CUDA float16 autocast region (``with torch.cuda.amp.autocast(self.amp):
-        self.step(data)`` in ``BaseTrainer.iterate()``): (method, base method, where)."""
-        out = []
-        for f, bmeth, _name, where, kind in inherited_regions(model):
-            if kind == "cuda:float16" and all(f is not g for g, _, _ in out):
-                out.append((f, bmeth, where))
-        return out
 
     @staticmethod
     def _fix(model, f, ctx, loop, backs, steps):
@@ -442,35 +420,3 @@ def train(model, loader, optimizer):
                 InsertStatement(stmt_anchor(model, p.stmt), f"{name}.update()"),
             ),
         )
-
-
-_NO_GRAD = ("torch.no_grad", "torch.inference_mode")
-
-
-def _no_grad_with(f, node) -> bool:
-    return isinstance(node, (ast.With, ast.AsyncWith)) and any(
-        isinstance(i.context_expr, ast.Call) and (qualify(i.context_expr.func, f.scopes()) or "") in _NO_GRAD
-        for i in node.items
-    )
-
-
-def _without_grad(model, f, stmt) -> bool:
-    """Is the autocast ``with`` inside ``torch.no_grad()``/``inference_mode()``, or is its whole
-    body one such block?"""
-    if any(_no_grad_with(f, owner) for owner, _field, _i in ancestry(model, f, stmt)):
-        return True
-    body = getattr(stmt, "body", None)
-    return bool(body) and all(_no_grad_with(f, s) for s in body)
-
-
-
-def _scaler_named_calls(model) -> bool:
-    """``<obj>.grad_scaler.scale(loss)`` / ``.step(optimizer)``: a GradScaler method called on
-    an attribute named like a scaler, which the model keys no scaler (the object holding it
-    comes from elsewhere)."""
-    for f in model.funcs:
-        for mc in f.methods:
-            r = mc.receiver_node
-            if mc.called and mc.attr in ("scale", "step", "update", "unscale_") and isinstance(r, ast.Attribute) and SCALER_NAME.match(r.attr):
-                return True
-    return False

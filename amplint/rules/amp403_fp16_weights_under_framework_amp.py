@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from amplint.lazyre import lazy
 from amplint.model import frameworks as fw
-from amplint.model.names import dotted
 from amplint.rules import Invalid, Rule
 
 _PEFT = ("get_peft_model", "prepare_model_for_kbit_training", "PeftModel", "cast_training_params")
@@ -257,9 +255,9 @@ def main(args):
                     continue  # after the training loop: a cast for saving or inference
                 if fw.under_frozen_branch(ifs, stmt):
                     continue
-                if self._recast_or_frozen(F, fn, name, seq, node, span):
+                if fw.recast_or_frozen(F, fn, name, seq, node, span):
                     continue
-                how = self._trained(F, fn, name)
+                how = fw.trained_under(F, fn, name)
                 if how is None:
                     continue
                 yield self.diagnostic(
@@ -272,93 +270,3 @@ def main(args):
                     None,
                     stmt,
                 )
-
-    # ------------------------------------------------------------------ half casts
-    def _recast_or_frozen(self, F, fn, name, seq, node, span=None) -> bool:
-        for s in fn.sites:
-            r = s.receiver
-            if r is None or F.text(r) != name or s.node is node:
-                continue
-            if span is not None and s.node.lineno > span[0]:
-                continue  # once training has started, a cast back comes too late
-            if s.attr == "requires_grad_" and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False and s.seq > seq:
-                # frozen after the cast; an adapter added later is trainable again (LoRA)
-                if not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name and x.seq > s.seq for x in fn.sites):
-                    return True
-            if s.seq > seq and (s.attr == "float" or (s.attr == "to" and any(
-                (F.qual(v) if isinstance(v, (ast.Name, ast.Attribute)) else None) in fw.FP32_DTYPES
-                for v in list(s.node.args) + [k.value for k in s.node.keywords if k.arg == "dtype"]
-            ))):
-                return True
-        if any(
-            s.attr == "requires_grad_" and s.receiver is not None and F.text(s.receiver) == name
-            and s.node.args and isinstance(s.node.args[0], ast.Constant) and s.node.args[0].value is False
-            for s in fn.sites
-        ) and not any(x.attr in ("add_adapter", "add_adapters") and x.receiver is not None and F.text(x.receiver) == name for x in fn.sites):
-            return True
-        return False
-
-    # ------------------------------------------------------------------ trained under a framework
-    def _trained(self, F, fn, name) -> str | None:
-        # accelerate: an optimizer over name.parameters(), prepared by an fp16 Accelerator
-        opts = []
-        for s in fn.sites:
-            if self._is_optimizer_ctor(F, s.node):
-                arg = s.node.args[0] if s.node.args else next((k.value for k in s.node.keywords if k.arg in ("params", "model_params")), None)
-                if arg is not None and self._mentions_params(F, fn, arg, name, s.seq):
-                    tgt = fw._assigned_to(s.stmt, s.node)
-                    opts.append(F.text(tgt) if tgt is not None else None)
-        for s in F.sites(fn, "prepare"):
-            st = F.accelerator_setting(fn, s.receiver)
-            if st is None or not st.fp16:
-                continue
-            texts = {F.text(a) for a in s.node.args}
-            if opts and (name in texts or any(o in texts for o in opts if o)):
-                return f"accelerate fp16 ({st.describe()})"
-        # HF Trainer(model=name, args=...)
-        for s in fn.sites:
-            q = F.callee(s.node) or ""
-            if q in fw.HF_TRAINERS and not any(k.arg == "peft_config" for k in s.node.keywords):
-                kw = {k.arg: k.value for k in s.node.keywords}
-                m = kw.get("model", s.node.args[0] if s.node.args else None)
-                a = kw.get("args", s.node.args[1] if len(s.node.args) > 1 else None)
-                if m is not None and F.text(m) == name:
-                    st = F.hf_setting(a)
-                    if st is not None and st.fp16:
-                        return f"the HF Trainer's fp16 ({st.describe()})"
-        # Lightning trainer.fit(name)
-        for s in F.sites(fn, "fit"):
-            if not s.node.args or F.text(s.node.args[0]) != name:
-                continue
-            tr = F.text(s.receiver)
-            pl = [x for x in F.settings if x.framework == "lightning" and x.target == tr]
-            if not pl and isinstance(s.receiver, ast.Call) and (F.callee(s.receiver) or "") in fw.LIGHTNING_TRAINERS:
-                pl = [x for x in F.settings if x.node is s.receiver]
-            st = fw._merge(pl) if pl else None
-            if st is not None and st.fp16:
-                return f"Lightning's 16-mixed precision ({st.describe()})"
-        return None
-
-    @staticmethod
-    def _is_optimizer_ctor(F, call: ast.Call) -> bool:
-        q = F.callee(call) or ""
-        if q.startswith("torch.optim.") and q.count(".") == 2:
-            return True
-        parts = dotted(call.func)
-        return bool(parts) and bool(fw.OPTIMIZER_CTOR.search(parts[-1]))
-
-    def _mentions_params(self, F, fn, expr, name, before, depth=0) -> bool:
-        text = F.text(expr)
-        if re.search(rf"(?<![\w.]){re.escape(name)}(?:\.\w+)*\.(?:named_)?parameters\(", text):
-            return True  # the model's parameters or a submodule's (`net.unet.conv_in.parameters()`)
-        if depth > 3:
-            return False
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Name):
-                prior = [
-                    v for stmt, v, seq in fn.assigns
-                    if seq < before and any(isinstance(t, ast.Name) and t.id == n.id for t in fw._targets(stmt))
-                ]
-                if prior and self._mentions_params(F, fn, prior[-1], name, before, depth + 1):
-                    return True
-        return False
